@@ -1,0 +1,1 @@
+"""forgetui.report"""
