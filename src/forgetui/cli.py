@@ -1,0 +1,122 @@
+"""Command line: parse arguments, dispatch. Heavy modules are imported only by the command that needs them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import ExitCode, ForgetuiError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="forgetui",
+        description="Benchmark language models behind OpenAI-compatible servers: speed and ability.",
+    )
+    parser.add_argument("--version", action="version", version=f"forgetui {__version__}")
+    parser.add_argument("--run", metavar="PROFILE", type=Path, help="run a profile headless")
+    _run_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a profile headless (same as --run)")
+    run.add_argument("profile", type=Path)
+    _run_options(run)
+
+    cfg = sub.add_parser("config", help="user config: --init writes a commented template")
+    cfg.add_argument("--init", action="store_true", help="write a starter config.toml")
+    cfg.add_argument("--force", action="store_true", help="overwrite an existing config")
+
+    loc = sub.add_parser("locate", help="print where forgetui keeps things")
+    loc.add_argument("what", choices=["config", "runs", "themes", "data", "cache"])
+
+    sub.add_parser("runs", help="list stored runs, newest first")
+    return parser
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
+    parser.add_argument("--json-out", metavar="FILE", type=Path, help="also write the whole run as one JSON file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``forgetui`` command; returns (and exits with) an ExitCode."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = _dispatch(parser, args)
+    except ForgetuiError as exc:
+        print(f"forgetui: {exc.message}", file=sys.stderr)
+        code = int(exc.exit_code)
+    except KeyboardInterrupt:
+        code = int(ExitCode.INTERRUPTED)
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    profile = args.run if args.command is None else getattr(args, "profile", None)
+    if args.command == "run" or (args.command is None and args.run is not None):
+        from .headless import run_headless
+
+        return run_headless(profile, resume=args.resume, json_out=args.json_out)
+    if args.command == "config":
+        return _config(args)
+    if args.command == "locate":
+        return _locate(args.what)
+    if args.command == "runs":
+        return _runs()
+    parser.print_help(sys.stderr)
+    print(
+        "\nThe interactive TUI is not built yet; use 'forgetui --run PROFILE' (see README.md).",
+        file=sys.stderr,
+    )
+    return int(ExitCode.USAGE)
+
+
+def _config(args: argparse.Namespace) -> int:
+    from .config import config_template, load_config
+    from .paths import locations
+    from .store import atomic_write_bytes
+
+    path = locations().config_file
+    if not args.init:
+        load_config(path)  # validates; raises with file and line on problems
+        print(f"{path}: {'ok' if path.exists() else 'not created yet (forgetui config --init)'}")
+        return int(ExitCode.OK)
+    if path.exists() and not args.force:
+        raise ForgetuiError(f"{path} exists; use --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, config_template().encode())
+    print(f"Wrote {path}")
+    return int(ExitCode.OK)
+
+
+def _locate(what: str) -> int:
+    from .paths import locations
+
+    loc = locations()
+    print({
+        "config": loc.config_file,
+        "runs": loc.runs_dir,
+        "themes": loc.themes_dir,
+        "data": loc.data_dir,
+        "cache": loc.cache_dir,
+    }[what])
+    return int(ExitCode.OK)
+
+
+def _runs() -> int:
+    from .paths import locations
+    from .store import RunStore
+
+    runs = RunStore(locations().runs_dir).list_runs()
+    if not runs:
+        print("No runs yet.")
+    for doc in runs:
+        totals = doc.get("totals", {})
+        print(f"{doc.get('run_id')}  {doc.get('status', '?'):<11}  {doc.get('created_at', '')}  "
+              f"{totals.get('ok', 0)}/{totals.get('requests', 0)} ok  {doc.get('name', '')}")
+    return int(ExitCode.OK)

@@ -1,0 +1,148 @@
+"""The user config: providers (servers) forgetui can talk to.
+
+Lives in ``config.toml`` under the config dir (see ``paths``). Secrets never live here: a provider
+names the *environment variable* that holds its API key (``api_key_env``), and the key is read from
+the environment only when a request is made.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .errors import ConfigError
+from .tomlfile import load_toml, validate
+
+ProviderKind = Literal["openai", "lmstudio", "ollama", "llamacpp", "vllm", "sglang"]
+
+
+class StrictModel(BaseModel):
+    """Base for every settings model: unknown keys are errors (they are usually typos)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ProviderConfig(StrictModel):
+    """One OpenAI-compatible server (local or hosted)."""
+
+    name: str = Field(description="Short name used in targets: 'NAME/model-id'. No slashes.")
+    base_url: str = Field(description="The OpenAI-compatible base URL, usually ending in /v1.")
+    kind: ProviderKind = Field(
+        default="openai",
+        description="Server dialect: openai, lmstudio, ollama, llamacpp, vllm or sglang.",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="Name of the environment variable holding the API key (never the key itself).",
+    )
+    concurrency: int = Field(default=1, ge=1, le=256, description="Parallel requests allowed.")
+    price_input_per_mtok: float | None = Field(
+        default=None, ge=0, description="Price per million input tokens, for cost estimates."
+    )
+    price_output_per_mtok: float | None = Field(
+        default=None, ge=0, description="Price per million output tokens, for cost estimates."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra fields merged into every request body."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_has_no_slash(cls, value: str) -> str:
+        if not value or "/" in value or value.strip() != value:
+            raise ValueError("must be non-empty, without '/' or surrounding spaces")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_is_http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name_not_key(cls, value: str | None) -> str | None:
+        # A pasted key here would end up on disk in every run's profile copy.
+        if value is not None and (not value.replace("_", "").isalnum() or value.startswith("sk-")):
+            raise ValueError(
+                "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key"
+            )
+        return value
+
+    def api_key(self) -> str | None:
+        """The key from the environment, or None. Never stored, never logged."""
+        if not self.api_key_env:
+            return None
+        return os.environ.get(self.api_key_env) or None
+
+
+class Config(StrictModel):
+    """The whole user config file."""
+
+    providers: list[ProviderConfig] = Field(
+        default_factory=list, description="Servers forgetui may benchmark."
+    )
+
+    def provider(self, name: str) -> ProviderConfig | None:
+        return next((p for p in self.providers if p.name == name), None)
+
+
+def load_config(path: Path) -> Config:
+    """Load the config file; a missing file is an empty config, a broken one a ConfigError."""
+    if not path.exists():
+        return Config()
+    data, source = load_toml(path)
+    config = validate(Config, data, path, source)
+    names = [p.name for p in config.providers]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{path}: provider names must be unique; repeated: {', '.join(dupes)}")
+    return config
+
+
+CONFIG_TEMPLATE_HEADER = """\
+# forgetui user config.
+# Each [[providers]] entry is an OpenAI-compatible server. Target a model in a profile as
+# "PROVIDER_NAME/served-model-id" (split at the first slash).
+#
+# Keys:
+#   name                  short name, no slashes
+#   base_url              OpenAI-compatible base URL, usually ending in /v1
+#   kind                  openai | lmstudio | ollama | llamacpp | vllm | sglang
+#   api_key_env           NAME of the environment variable holding the key (never the key itself)
+#   concurrency           parallel requests allowed (speed runs always use one stream)
+#   price_input_per_mtok  price per million input tokens (optional)
+#   price_output_per_mtok price per million output tokens (optional)
+#   extra_body            extra JSON fields merged into every request, e.g. { top_k = 1 }
+"""
+
+
+def config_template() -> str:
+    """The commented starter config written by ``forgetui config --init``."""
+    import tomli_w
+
+    example = {
+        "providers": [
+            {
+                "name": "local",
+                "base_url": "http://127.0.0.1:1234/v1",
+                "kind": "lmstudio",
+                "concurrency": 1,
+            },
+            {
+                "name": "hosted",
+                "base_url": "https://api.example.com/v1",
+                "kind": "openai",
+                "api_key_env": "EXAMPLE_API_KEY",
+                "concurrency": 4,
+                "price_input_per_mtok": 0.15,
+                "price_output_per_mtok": 0.6,
+            },
+        ]
+    }
+    Config.model_validate(example)  # the template must always be a valid config
+    return CONFIG_TEMPLATE_HEADER + "\n" + tomli_w.dumps(example)

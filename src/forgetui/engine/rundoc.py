@@ -1,0 +1,85 @@
+"""Build the run document (``run.json``) from the run's metadata and its records.
+
+``run.json`` is derived: it can always be rebuilt from ``records.jsonl`` plus the metadata, so a
+crash between a record and the next ``run.json`` rewrite loses nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from .metrics import describe, summarize_requests
+from .speed import baseline_from, prompt_text
+
+SCHEMA_VERSION = 1
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: Any,
+                   model_errors: dict[str, str] | None = None) -> dict[str, Any]:
+    """The whole run as one JSON document (the public results contract, docs/results-format.md)."""
+    model_errors = model_errors or {}
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec.get("kind") == "speed_request":
+            by_model.setdefault(rec["model"], []).append(rec)
+    models = []
+    for target in meta["targets"]:
+        label = target["model"]
+        recs = by_model.get(label, [])
+        models.append({
+            "model": label,
+            "provider": target["provider"],
+            "model_id": target["model_id"],
+            "error": model_errors.get(label) or target.get("error"),
+            "speed": _speed_section(recs, speed),
+            "cases": [],
+        })
+    requests = [r["request"] for r in records if r.get("kind") == "speed_request" and r.get("counted")]
+    doc = {k: v for k, v in meta.items() if k != "targets"}
+    doc["schema_version"] = SCHEMA_VERSION
+    doc["updated_at"] = now_iso()
+    doc["models"] = models
+    doc["totals"] = {
+        "requests": len(requests),
+        "ok": sum(1 for r in requests if r.get("ok")),
+        "errors": sum(1 for r in requests if not r.get("ok")),
+        "completion_tokens": sum(r.get("completion_tokens") or 0 for r in requests),
+        "prompt_tokens": sum(r.get("prompt_tokens") or 0 for r in requests),
+    }
+    return doc
+
+
+def _speed_section(recs: list[dict[str, Any]], speed: Any) -> dict[str, Any] | None:
+    if not speed.enabled:
+        return None
+    baseline_reqs = [r["request"] for r in recs if r["phase"] == "baseline"]
+    baseline = baseline_from(baseline_reqs)
+    prompts = []
+    for name in speed.prompts:
+        measured = sorted(
+            (r for r in recs if r["prompt"] == name and r["phase"] == "measure"),
+            key=lambda r: r["repeat"],
+        )
+        warmups = [r["request"] for r in recs if r["prompt"] == name and r["phase"] == "warmup"]
+        reqs = [r["request"] for r in measured]
+        prompts.append({
+            "name": name,
+            "prompt_chars": len(prompt_text(name, speed)),
+            "requests": reqs,
+            "warmup": warmups,
+            "summary": summarize_requests(reqs, speed.max_tokens),
+        })
+    return {
+        "baseline": {
+            "requests": baseline_reqs,
+            "prompt_tokens": baseline[0] if baseline else None,
+            "ttft_s": baseline[1] if baseline else None,
+            "ttft_summary": describe(r.get("ttft_s") for r in baseline_reqs if r.get("ok")),
+        },
+        "prompts": prompts,
+    }

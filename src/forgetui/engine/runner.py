@@ -1,0 +1,181 @@
+"""Orchestration: profile -> requests -> records on disk -> events for the sinks.
+
+Speed requests are sent one at a time, one model at a time: two streams on the same hardware would
+slow each other and both numbers would be wrong. (Provider concurrency is for ability cases.)
+Each finished request is appended to ``records.jsonl`` (fsynced) *before* anyone is told about it,
+and ``run.json`` is rewritten after every model, so a crash loses at most the request in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any, Iterable
+
+from ..errors import ExitCode
+from ..profile import Profile, Target
+from .client import ClientLimits, StreamClient, StreamProgress
+from .events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
+from .rundoc import SCHEMA_VERSION, build_document, now_iso
+from .speed import PlannedRequest, baseline_from, build_request, plan_model, prune_done, request_record
+
+
+def client_limits(profile: Profile) -> ClientLimits:
+    lim = profile.limits
+    return ClientLimits(
+        connect_timeout_s=lim.connect_timeout_s,
+        idle_timeout_s=lim.idle_timeout_s,
+        request_timeout_s=lim.request_timeout_s,
+        retries=lim.retries,
+        retry_after_cap_s=lim.retry_after_cap_s,
+    )
+
+
+class Runner:
+    """Runs one profile into one run directory (new or resumed)."""
+
+    def __init__(self, profile: Profile, targets: list[Target], handle: Any,
+                 meta: dict[str, Any], sinks: Iterable[Sink] = (), resumed: bool = False) -> None:
+        self.profile = profile
+        self.targets = targets
+        self.handle = handle
+        self.meta = meta
+        self.sinks = list(sinks)
+        self.resumed = resumed
+        self.model_errors: dict[str, str] = {}
+        self._seq = itertools.count(len(handle.records))
+        self.current: StreamProgress | None = None
+        #: Set when the run ends, also when it ends by cancellation (which then propagates).
+        self.finished: RunFinished | None = None
+
+    def emit(self, event: Any) -> None:
+        for sink in self.sinks:
+            sink(event)
+
+    def document(self) -> dict[str, Any]:
+        return build_document(self.meta, self.handle.records, self.profile.speed, self.model_errors)
+
+    def _save(self, status: str) -> dict[str, Any]:
+        self.meta["status"] = status
+        doc = self.document()
+        self.handle.write_run_json(doc)
+        return doc
+
+    async def run(self) -> RunFinished:
+        """Run everything; on cancellation the run is saved as interrupted and the event says so."""
+        speed = self.profile.speed
+        done = {r["key"] for r in self.handle.records if r.get("counted")}
+        plans: dict[str, list[PlannedRequest]] = {}
+        total = already = 0
+        for t in self.targets:
+            full = plan_model(t.label, speed) if speed.enabled else []
+            plans[t.label] = prune_done(full, done)
+            counted = [p for p in full if p.counted]
+            already += sum(1 for p in counted if p.key in done)
+            total += len(counted) + sum(1 for p in plans[t.label] if not p.counted)
+        self._index = already
+        self._total = total
+        self._save("running")
+        self.emit(RunStarted(self.handle.run_id, str(self.handle.path), total, already,
+                             tuple(t.label for t in self.targets), self.resumed))
+        status = "interrupted"
+        try:
+            async with StreamClient(client_limits(self.profile)) as client:
+                await self._preflight(client)
+                for target in self.targets:
+                    if target.label in self.model_errors:
+                        self.emit(ModelFinished(target.label, {}, self.model_errors[target.label]))
+                        continue
+                    await self._run_model(client, target, plans[target.label])
+                    self._save("running")
+            status = "complete"
+        finally:
+            doc = self._save(status)
+            code = self._exit_code(doc) if status == "complete" else ExitCode.INTERRUPTED
+            finished = RunFinished(self.handle.run_id, str(self.handle.path), status, int(code), doc)
+            self.finished = finished
+            self.emit(finished)
+        return finished
+
+    def _exit_code(self, doc: dict[str, Any]) -> ExitCode:
+        totals = doc["totals"]
+        if self.model_errors and totals["ok"] == 0 and len(self.model_errors) == len(self.targets):
+            return ExitCode.CONNECTION
+        requests = [r for m in doc["models"] for p in (m["speed"] or {}).get("prompts", []) for r in p["requests"]]
+        if requests and all(r.get("outcome") == "connect_error" for r in requests):
+            return ExitCode.CONNECTION
+        if totals["errors"] or self.model_errors:
+            return ExitCode.FAILURES
+        return ExitCode.OK
+
+    async def _preflight(self, client: StreamClient) -> None:
+        """Ask each provider for its model list once: reachability, server header, served ids."""
+        servers = self.meta["fingerprint"].setdefault("servers", {})
+        seen: dict[str, str | None] = {}
+        for target in self.targets:
+            prov = target.provider
+            if prov.name not in seen:
+                seen[prov.name] = None
+                info: dict[str, Any] = {"base_url": prov.base_url, "kind": prov.kind}
+                try:
+                    status, data, server = await client.get_json(prov.base_url + "/models", prov.api_key())
+                    info["server_header"] = server
+                    info["models_status"] = status
+                    if status == 200 and isinstance(data, dict) and isinstance(data.get("data"), list):
+                        info["models_listed"] = [str(m.get("id")) for m in data["data"] if isinstance(m, dict)]
+                    elif status in (401, 403):
+                        key_hint = f" (is {prov.api_key_env} set?)" if prov.api_key_env else ""
+                        self.emit(Notice("warning", f"{prov.name}: model list refused with HTTP {status}{key_hint}"))
+                except Exception as exc:  # noqa: BLE001 - any failure here means "unreachable"
+                    seen[prov.name] = f"provider {prov.name} unreachable at {prov.base_url}: {type(exc).__name__}: {exc}"
+                    info["error"] = seen[prov.name]
+                servers[prov.name] = info
+            if seen[prov.name]:
+                self.model_errors[target.label] = seen[prov.name]  # type: ignore[assignment]
+                self.emit(Notice("error", seen[prov.name], target.label))  # type: ignore[arg-type]
+                continue
+            listed = servers[prov.name].get("models_listed")
+            if listed is not None and target.model_id not in listed:
+                shown = ", ".join(listed[:8]) + (" ..." if len(listed) > 8 else "")
+                self.emit(Notice("warning", f"{target.label}: not in the server's model list ({shown or 'empty'}); trying anyway", target.label))
+
+    async def _run_model(self, client: StreamClient, target: Target, plan: list[PlannedRequest]) -> None:
+        speed = self.profile.speed
+        prov = target.provider
+        api_key = prov.api_key()
+        recs = [r["request"] for r in self.handle.records
+                if r.get("model") == target.label and r.get("phase") == "baseline"]
+        baseline = baseline_from(recs)
+        for planned in plan:
+            request = build_request(planned, speed, prov.base_url, target.model_id, api_key, prov.extra_body)
+            progress = StreamProgress()
+            self.current = progress
+            self._index += 1
+            self.emit(RequestStarted(target.label, planned.phase, planned.prompt, planned.repeat,
+                                     self._index, self._total, progress))
+            result = await client.chat_stream(request, progress)
+            req = request_record(request, result, baseline)
+            record = {
+                "schema_version": SCHEMA_VERSION,
+                "kind": "speed_request",
+                "key": planned.key,
+                "counted": planned.counted,
+                "seq": next(self._seq),
+                "ts": now_iso(),
+                "run_id": self.handle.run_id,
+                "model": target.label,
+                "phase": planned.phase,
+                "prompt": planned.prompt,
+                "repeat": planned.repeat,
+                "request": req,
+            }
+            self.handle.append(record)
+            if planned.phase == "baseline":
+                recs.append(req)
+                baseline = baseline_from(recs)
+            self.emit(RequestFinished(target.label, planned.phase, planned.prompt, planned.repeat,
+                                      self._index, self._total, record))
+        self.current = None
+        doc = self.document()
+        summary = next((m for m in doc["models"] if m["model"] == target.label), {})
+        self.emit(ModelFinished(target.label, summary, None))

@@ -1,0 +1,226 @@
+"""``forgetui --run profile.toml``: the same engine run with no TUI.
+
+Progress goes to stderr (a live line when stderr is a terminal, one line per request otherwise),
+the summary table to stdout, and the last line is ``Results saved: <run dir>``. Ctrl-C (or SIGTERM)
+stops the run cleanly: the request in flight is cancelled (its connection closed), finished records
+are already on disk, ``run.json`` says ``interrupted``, and the exit code is 130. A second Ctrl-C
+exits at once; the records are still consistent because each one is fsynced as it completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .config import load_config
+from .engine.events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted
+from .engine.metrics import NS
+from .engine.rundoc import SCHEMA_VERSION, now_iso
+from .engine.runner import Runner
+from .errors import ConfigError, ExitCode
+from .paths import locations
+from .profile import Profile, Target, load_profile, resolve_targets
+from .report.summary import summary_table
+from .store import RunStore, atomic_write_json
+
+
+def new_meta(run_id: str, profile: Profile, targets: list[Target]) -> dict[str, Any]:
+    """The run's identity and fingerprint, written before the first request."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "name": profile.name,
+        "status": "running",
+        "created_at": now_iso(),
+        "forgetui_version": __version__,
+        "profile_hash": profile.content_hash(),
+        "profile": profile.model_dump(mode="json"),
+        "fingerprint": {
+            "forgetui_version": __version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "profile_hash": profile.content_hash(),
+            "case_set_revision": None,
+            "judge": None,
+            "sampling": {
+                "temperature": profile.speed.temperature,
+                "max_tokens": profile.speed.max_tokens,
+            },
+            "servers": {},
+        },
+        "targets": [
+            {"model": t.label, "provider": t.provider.name, "model_id": t.model_id} for t in targets
+        ],
+        "resumes": [],
+    }
+
+
+class ProgressPrinter:
+    """The headless sink: progress on stderr, nothing per token."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.out = stream
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+        self.current: RequestStarted | None = None
+        self._line_open = False
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, RunStarted):
+            verb = "Resuming" if event.resumed else "Starting"
+            done = f", {event.already_done} already done" if event.already_done else ""
+            self._print(f"{verb} run {event.run_id}: {len(event.targets)} model(s), "
+                        f"{event.total_requests} requests{done}")
+            self._print(f"Run directory: {event.run_dir}")
+        elif isinstance(event, Notice):
+            self._print(f"{event.level}: {event.message}")
+        elif isinstance(event, RequestStarted):
+            self.current = event
+            self.tick()
+        elif isinstance(event, RequestFinished):
+            self.current = None
+            if not self.tty or not event.record["request"]["ok"]:
+                self._print(self._finished_line(event))
+        elif isinstance(event, ModelFinished):
+            if event.error:
+                self._print(f"{event.model}: skipped: {event.error}")
+        elif isinstance(event, RunFinished):
+            self._clear()
+
+    def tick(self) -> None:
+        """Redraw the live line (terminal only); called on a timer, never per token."""
+        ev = self.current
+        if not self.tty or ev is None:
+            return
+        p = ev.progress
+        width = 20
+        filled = int(width * (ev.index - 1) / max(1, ev.total))
+        bar = "#" * filled + "-" * (width - filled)
+        live = ""
+        if p.t_first_token_ns and p.t_sent_ns:
+            live = f" ttft {(p.t_first_token_ns - p.t_sent_ns) / NS:.3f}s, {p.token_events} events"
+        elif p.state in ("sent", "connecting"):
+            live = f" {p.state}"
+        text = f"[{bar}] {ev.index}/{ev.total} {ev.model} {ev.phase} {ev.prompt} #{ev.repeat + 1}{live}"
+        self.out.write("\r\x1b[2K" + text[:200])
+        self.out.flush()
+        self._line_open = True
+
+    def _finished_line(self, event: RequestFinished) -> str:
+        r = event.record["request"]
+        head = f"[{event.index}/{event.total}] {event.model} {event.phase} {event.prompt} #{event.repeat + 1}"
+        if not r["ok"]:
+            return f"{head}: {r['outcome']}: {r['error']}"
+        parts = [f"ttft {r['ttft_s']:.3f} s" if r["ttft_s"] is not None else "no token"]
+        if r["decode_tps"] is not None:
+            parts.append(f"decode {r['decode_tps']:.1f} tok/s")
+        parts.append(f"{r['completion_tokens']} tok ({r['token_source']})")
+        return f"{head}: " + ", ".join(parts)
+
+    def _clear(self) -> None:
+        if self._line_open:
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
+            self._line_open = False
+
+    def _print(self, text: str) -> None:
+        self._clear()
+        print(text, file=self.out, flush=True)
+
+
+def prepare(profile_path: Path, resume: str | None) -> tuple[Profile, list[Target], Any, dict[str, Any], bool]:
+    """Load config and profile, then create or reopen the run: (profile, targets, handle, meta, resumed)."""
+    loc = locations()
+    config = load_config(loc.config_file)
+    profile, source = load_profile(profile_path)
+    targets = resolve_targets(profile, config, profile_path, source)
+    store = RunStore(loc.runs_dir)
+    if resume:
+        handle = store.open(resume)
+        meta = handle.read_run_json()
+        if meta is None:
+            handle.close()
+            raise ConfigError(f"run {resume} has no run.json; it cannot be resumed")
+        if meta.get("profile_hash") != profile.content_hash():
+            handle.close()
+            raise ConfigError(
+                f"{profile_path}: the profile differs from the one run {resume} was started with "
+                f"(hash {profile.content_hash()} vs {meta.get('profile_hash')}); resume needs the "
+                "same profile. Run without --resume to start a new run."
+            )
+        meta = {k: v for k, v in meta.items() if k not in ("models", "totals", "updated_at")}
+        meta["targets"] = new_meta(resume, profile, targets)["targets"]
+        meta.setdefault("resumes", []).append(now_iso())
+        return profile, targets, handle, meta, True
+    run_id = store.new_run_id(profile.name)
+    handle = store.create(run_id)
+    return profile, targets, handle, new_meta(run_id, profile, targets), False
+
+
+def run_headless(profile_path: Path, resume: str | None = None, json_out: Path | None = None,
+                 stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Run a profile headless; returns the process exit code."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    profile, targets, handle, meta, resumed = prepare(profile_path, resume)
+    printer = ProgressPrinter(stderr)
+    runner = Runner(profile, targets, handle, meta, [printer], resumed=resumed)
+    if handle.torn_tail:
+        printer(Notice("warning", f"dropped a torn last record ({len(handle.torn_tail)} bytes, kept aside)"))
+    try:
+        finished = asyncio.run(_drive(runner, printer))
+    finally:
+        handle.close()
+    doc = finished.document
+    if json_out is not None:
+        atomic_write_json(json_out, doc)
+    print(summary_table(doc), file=stdout)
+    if finished.status == "interrupted":
+        print(f"Interrupted. Resume with: forgetui --run {profile_path} --resume {finished.run_id}", file=stdout)
+    print(f"Run directory: {finished.run_dir}", file=stdout)
+    print(f"Results saved: {Path(finished.run_dir) / 'run.json'}", file=stdout, flush=True)
+    return finished.exit_code
+
+
+async def _drive(runner: Runner, printer: ProgressPrinter) -> RunFinished:
+    """Run with signal handling: first Ctrl-C/SIGTERM cancels cleanly, a second exits at once."""
+    loop = asyncio.get_running_loop()
+    stops = 0
+
+    def on_signal() -> None:
+        nonlocal stops
+        stops += 1
+        if stops > 1:
+            os._exit(int(ExitCode.INTERRUPTED))
+        printer(Notice("warning", "stopping: the request in flight is cancelled; the run can be resumed "
+                       "(press Ctrl-C again to quit at once)"))
+        inner.cancel()
+
+    inner = asyncio.ensure_future(runner.run())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    ticker = asyncio.ensure_future(_tick(printer)) if printer.tty else None
+    try:
+        return await inner
+    except asyncio.CancelledError:
+        if runner.finished is None:
+            raise
+        return runner.finished
+    finally:
+        if ticker:
+            ticker.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _tick(printer: ProgressPrinter) -> None:
+    while True:
+        await asyncio.sleep(0.25)
+        printer.tick()
