@@ -24,6 +24,11 @@ class ThinkSplitter:
         self._state = "start"  # start -> (thinking ->) content
         self._held = ""
 
+    @property
+    def thinking(self) -> bool:
+        """Inside a think block: held-back text is reasoning, not yet-undecided text."""
+        return self._state == "thinking"
+
     def feed(self, text: str) -> tuple[str, str]:
         """Return (reasoning, content) for this piece; a possible partial tag is held back."""
         text = self._held + text
@@ -129,6 +134,9 @@ class ChatAccumulator:
     def __init__(self, split_think: bool = True) -> None:
         self.result = Accumulated()
         self._think = ThinkSplitter() if split_think else None
+        # Time of a token event whose text the splitter held back before knowing whether it opens
+        # a think block; it becomes the first reasoning or first content time once decided.
+        self._pending_ns: int | None = None
 
     def on_event(self, event: SSEEvent, now_ns: int) -> None:
         """Process one event. Sets ``result.done`` on ``[DONE]``."""
@@ -138,15 +146,18 @@ class ChatAccumulator:
         if data.strip() == "[DONE]":
             self.result.done = True
             return
+        r = self.result
         try:
             chunk = json.loads(data)
         except json.JSONDecodeError:
-            self.result.malformed.append(data[:200])
-            return
+            chunk = None
         if not isinstance(chunk, dict):
-            self.result.malformed.append(data[:200])
+            if event.event == "error":  # `event: error` with a plain-text message
+                r.t_first_event_ns = r.t_first_event_ns or now_ns
+                r.server_error = data.strip()[:500]
+            else:
+                r.malformed.append(data[:200])
             return
-        r = self.result
         r.data_events += 1
         if r.t_first_event_ns is None:
             r.t_first_event_ns = now_ns
@@ -168,7 +179,7 @@ class ChatAccumulator:
         if choice is None:
             return
         delta = choice.get("delta") or choice.get("message") or {}
-        got_reasoning = got_content = False
+        got_reasoning = got_content = held = False
         for key in ("reasoning_content", "reasoning", "thinking"):
             piece = delta.get(key)
             if isinstance(piece, str) and piece:
@@ -176,6 +187,7 @@ class ChatAccumulator:
                 got_reasoning = True
         piece = delta.get("content")
         if isinstance(piece, str) and piece:
+            was_thinking = self._think is not None and self._think.thinking
             if self._think is not None:
                 thought, said = self._think.feed(piece)
             else:
@@ -187,21 +199,40 @@ class ChatAccumulator:
                 r.content += said
                 got_content = True
             if not thought and not said:
-                got_reasoning = True  # a held-back partial tag: tokens did arrive
+                # Tokens did arrive; a partial "</think>" inside a think block is reasoning,
+                # anything else held back is undecided until the next piece.
+                if was_thinking:
+                    got_reasoning = True
+                else:
+                    held = True
         if isinstance(delta.get("tool_calls"), list) and delta["tool_calls"]:
             self._tool_fragments(delta["tool_calls"])
             got_content = True
-        if got_reasoning or got_content:
+        if got_reasoning or got_content or held:
             r.token_events += 1
             if r.t_first_token_ns is None:
                 r.t_first_token_ns = now_ns
-            if got_reasoning and r.t_first_reasoning_ns is None:
-                r.t_first_reasoning_ns = now_ns
-            if got_content and r.t_first_content_ns is None:
-                r.t_first_content_ns = now_ns
+            if held and self._pending_ns is None:
+                self._pending_ns = now_ns
+            self._mark_first(got_reasoning, got_content, now_ns)
             r.t_last_token_ns = now_ns
         if choice.get("finish_reason"):
             r.finish_reason = str(choice["finish_reason"])
+
+    def _mark_first(self, reasoning: bool, content: bool, now_ns: int) -> None:
+        r = self.result
+        first_r = first_c = now_ns
+        if self._pending_ns is not None and (reasoning or content):
+            # The held-back text went wherever the first decided text goes.
+            if reasoning:
+                first_r = self._pending_ns
+            else:
+                first_c = self._pending_ns
+            self._pending_ns = None
+        if reasoning and r.t_first_reasoning_ns is None:
+            r.t_first_reasoning_ns = first_r
+        if content and r.t_first_content_ns is None:
+            r.t_first_content_ns = first_c
 
     def finish(self) -> Accumulated:
         """End of stream: flush held-back text."""
@@ -209,6 +240,8 @@ class ChatAccumulator:
             thought, said = self._think.flush()
             self.result.reasoning += thought
             self.result.content += said
+            if self._pending_ns is not None:
+                self._mark_first(bool(thought), bool(said) and not thought, self._pending_ns)
         return self.result
 
     def _tool_fragments(self, fragments: list[Any]) -> None:

@@ -28,6 +28,9 @@ NS = 1_000_000_000
 #: Summary flags, in the words a person sees.
 SLOW_TTFT_S = 0.5
 UNSTABLE_SPREAD = 0.10
+#: The prefill estimate needs at least this much over the baseline to mean anything.
+MIN_PREFILL_TOKENS = 32
+MIN_PREFILL_S = 0.005
 
 
 def _s(start: int | None, end: int | None) -> float | None:
@@ -118,7 +121,8 @@ def estimated_prefill(
     base_tokens, base_ttft = baseline
     tokens = prompt_tokens - base_tokens
     elapsed = ttft_s - base_ttft
-    if tokens <= 0 or elapsed <= 0:
+    # Below this the difference is jitter, not prefill: a number would be confidently wrong.
+    if tokens < MIN_PREFILL_TOKENS or elapsed < MIN_PREFILL_S:
         return None
     return tokens / elapsed
 
