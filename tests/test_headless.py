@@ -192,3 +192,19 @@ def test_engine_never_imports_textual_or_rich() -> None:
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(SRC)},
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_prefill_estimate_recovers_the_scripted_prefill_rate(fake, home, write_profile, capsys) -> None:
+    # The fake server's TTFT grows by prompt_tokens / 2000 s: the client-side estimate (TTFT minus
+    # the measured 1-token baseline) must find that rate without any server timings.
+    server = fake(default=Script(ttft_s=0.02, prefill_tps=2000, content_tokens=8, gap_s=0.002))
+    text = profile_text(server.base_url, ["fake/a"], prompts='["medium", "long"]', repeats=3)
+    path = write_profile(text.replace("prefill_baseline = false", "prefill_baseline = true"))
+    assert main(["--run", str(path)]) == 0
+    doc = json.loads((run_dirs(home)[0] / "run.json").read_text())
+    speed = doc["models"][0]["speed"]
+    assert speed["baseline"]["ttft_s"] is not None and len(speed["baseline"]["requests"]) == 3
+    long = speed["prompts"][1]["summary"]
+    assert long["prefill_source"] == "estimate"
+    assert long["prefill_tps"]["median"] == pytest.approx(2000, rel=0.15)
+    assert "est" in capsys.readouterr().out
