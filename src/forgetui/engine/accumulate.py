@@ -106,8 +106,12 @@ class Accumulated:
     """Everything a stream said, plus the times (perf_counter_ns) at which it said it."""
 
     response_id: str | None = None
-    content: str = ""
-    reasoning: str = ""
+    # Text arrives in thousands of small pieces; ``str +=`` on an attribute copies the whole string
+    # each time (quadratic for long answers), so pieces are kept and joined when read.
+    content_parts: list[str] = field(default_factory=list, repr=False)
+    reasoning_parts: list[str] = field(default_factory=list, repr=False)
+    content_chars: int = 0
+    reasoning_chars: int = 0
     tool_calls: list[ToolCallBuilder] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
@@ -124,8 +128,31 @@ class Accumulated:
     t_last_token_ns: int | None = None
 
     @property
+    def content(self) -> str:
+        return _joined(self.content_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return _joined(self.reasoning_parts)
+
+    def add_content(self, text: str) -> None:
+        self.content_parts.append(text)
+        self.content_chars += len(text)
+
+    def add_reasoning(self, text: str) -> None:
+        self.reasoning_parts.append(text)
+        self.reasoning_chars += len(text)
+
+    @property
     def ended_cleanly(self) -> bool:
         return self.finish_reason is not None and self.server_error is None
+
+
+def _joined(parts: list[str]) -> str:
+    """Join in place, so repeated reads while streaming stay cheap."""
+    if len(parts) > 1:
+        parts[:] = ["".join(parts)]
+    return parts[0] if parts else ""
 
 
 class ChatAccumulator:
@@ -183,7 +210,7 @@ class ChatAccumulator:
         for key in ("reasoning_content", "reasoning", "thinking"):
             piece = delta.get(key)
             if isinstance(piece, str) and piece:
-                r.reasoning += piece
+                r.add_reasoning(piece)
                 got_reasoning = True
         piece = delta.get("content")
         if isinstance(piece, str) and piece:
@@ -193,10 +220,10 @@ class ChatAccumulator:
             else:
                 thought, said = "", piece
             if thought:
-                r.reasoning += thought
+                r.add_reasoning(thought)
                 got_reasoning = True
             if said:
-                r.content += said
+                r.add_content(said)
                 got_content = True
             if not thought and not said:
                 # Tokens did arrive; a partial "</think>" inside a think block is reasoning,
@@ -238,8 +265,8 @@ class ChatAccumulator:
         """End of stream: flush held-back text."""
         if self._think is not None:
             thought, said = self._think.flush()
-            self.result.reasoning += thought
-            self.result.content += said
+            self.result.add_reasoning(thought)
+            self.result.add_content(said)
             if self._pending_ns is not None:
                 self._mark_first(bool(thought), bool(said) and not thought, self._pending_ns)
         return self.result

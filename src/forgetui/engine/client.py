@@ -300,8 +300,8 @@ class StreamClient:
                 acc.on_event(event, now)
             if r.token_events != progress.token_events:
                 progress.token_events = r.token_events
-                progress.content_chars = len(r.content)
-                progress.reasoning_chars = len(r.reasoning)
+                progress.content_chars = r.content_chars
+                progress.reasoning_chars = r.reasoning_chars
                 progress.t_first_token_ns = r.t_first_token_ns
                 progress.t_last_token_ns = r.t_last_token_ns
             if r.done or r.server_error:
