@@ -6,7 +6,9 @@ UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 .PHONY: demo test bootstrap bench clean
 
 bootstrap:
-	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 || \
+		$(PYTHON) -m pip install --quiet uv || \
+		$(PYTHON) -m pip install --quiet --user --break-system-packages uv
 	$(UV) sync --locked
 
 demo: bootstrap
