@@ -139,3 +139,10 @@ def test_template_is_valid() -> None:
     import tomllib
 
     Config.model_validate(tomllib.loads(config_template()))
+
+
+def test_duplicate_provider_names_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(GOOD.replace("[models]", '[[providers]]\nname = "rig"\nbase_url = "http://127.0.0.1:2/v1"\n[models]'))
+    with pytest.raises(ConfigError, match="provider names must be unique; repeated: rig"):
+        load_profile(path)

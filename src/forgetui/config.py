@@ -97,11 +97,16 @@ def load_config(path: Path) -> Config:
         return Config()
     data, source = load_toml(path)
     config = validate(Config, data, path, source)
-    names = [p.name for p in config.providers]
+    check_unique_names(config.providers, path)
+    return config
+
+
+def check_unique_names(providers: list[ProviderConfig], path: Path) -> None:
+    """Targets name providers, so two with one name would make a target ambiguous."""
+    names = [p.name for p in providers]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{path}: provider names must be unique; repeated: {', '.join(dupes)}")
-    return config
 
 
 CONFIG_TEMPLATE_HEADER = """\

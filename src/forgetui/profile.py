@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import Config, ProviderConfig, StrictModel
+from .config import Config, ProviderConfig, StrictModel, check_unique_names
 from .errors import ConfigError
 from .tomlfile import key_lines, line_of, load_toml, validate
 
@@ -137,10 +137,7 @@ def load_profile(path: Path) -> tuple[Profile, str]:
     """Load and validate a profile file; returns the profile and its source text."""
     data, source = load_toml(path)
     profile = validate(Profile, data, path, source)
-    names = [p.name for p in profile.providers]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"{path}: inline provider names must be unique; repeated: {', '.join(dupes)}")
+    check_unique_names(profile.providers, path)
     return profile, source
 
 
