@@ -117,7 +117,10 @@ class Accumulated:
     usage: dict[str, Any] | None = None
     timings: dict[str, Any] | None = None
     server_error: str | None = None
-    done: bool = False  # saw [DONE]
+    #: Server-specific extras kept raw (LM Studio "stats", "model_info", "runtime"; Ollama's
+    #: native durations) for dialects to interpret after the stream.
+    native: dict[str, Any] = field(default_factory=dict)
+    done: bool = False  # saw [DONE] (or Ollama's "done": true)
     data_events: int = 0  # events with data that parsed
     token_events: int = 0  # events that carried generated text or tool-call fragments
     malformed: list[str] = field(default_factory=list)
@@ -199,6 +202,12 @@ class ChatAccumulator:
             r.usage = chunk["usage"]
         if isinstance(chunk.get("timings"), dict):
             r.timings = chunk["timings"]
+        for key in ("stats", "model_info", "runtime", "system_fingerprint"):
+            if chunk.get(key):
+                r.native[key] = chunk[key]
+        if "done" in chunk and isinstance(chunk.get("message"), dict):
+            self._ollama_chunk(chunk, now_ns)
+            return
         choices = chunk.get("choices") or []
         if not isinstance(choices, list) or not choices:
             return
@@ -245,6 +254,39 @@ class ChatAccumulator:
             r.t_last_token_ns = now_ns
         if choice.get("finish_reason"):
             r.finish_reason = str(choice["finish_reason"])
+
+    def _ollama_chunk(self, chunk: dict[str, Any], now_ns: int) -> None:
+        """Ollama's native /api/chat line: message.content/thinking/tool_calls, then done + stats."""
+        r = self.result
+        message = chunk["message"]
+        got_reasoning = got_content = False
+        if isinstance(message.get("thinking"), str) and message["thinking"]:
+            r.add_reasoning(message["thinking"])
+            got_reasoning = True
+        if isinstance(message.get("content"), str) and message["content"]:
+            r.add_content(message["content"])
+            got_content = True
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {} if isinstance(call, dict) else {}
+            args = fn.get("arguments")
+            builder = ToolCallBuilder(index=len(r.tool_calls), id=call.get("id"), name=str(fn.get("name") or ""))
+            builder.arguments = args if isinstance(args, str) else json.dumps(args or {})
+            r.tool_calls.append(builder)
+            got_content = True
+        if got_reasoning or got_content:
+            r.token_events += 1
+            if r.t_first_token_ns is None:
+                r.t_first_token_ns = now_ns
+            self._mark_first(got_reasoning, got_content, now_ns)
+            r.t_last_token_ns = now_ns
+        if chunk.get("done"):
+            r.done = True
+            r.finish_reason = str(chunk.get("done_reason") or "stop")
+            prompt_n, eval_n = chunk.get("prompt_eval_count"), chunk.get("eval_count")
+            if isinstance(eval_n, int):
+                r.usage = {"prompt_tokens": prompt_n if isinstance(prompt_n, int) else None,
+                           "completion_tokens": eval_n}
+            r.native["ollama"] = {k: v for k, v in chunk.items() if k.endswith(("_count", "_duration"))}
 
     def _mark_first(self, reasoning: bool, content: bool, now_ns: int) -> None:
         r = self.result

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from .accumulate import Accumulated, ChatAccumulator
-from .sse import SSEDecoder
+from .sse import SSEDecoder, SSEEvent
 
 RETRYABLE_STATUS = {408, 409, 429}
 
@@ -56,8 +56,16 @@ class ChatRequest:
     temperature: float = 0.0
     extra_body: dict[str, Any] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
+    #: Endpoint below base_url. Dialects change it (LM Studio's /api/v0, Ollama's native /api/chat).
+    path: str = "/chat/completions"
+    #: "sse" (OpenAI style) or "ndjson" (one JSON object per line, Ollama's native API).
+    wire: str = "sse"
+    #: A complete request body in the server's own format; replaces the OpenAI body when set.
+    native_body: dict[str, Any] | None = None
 
     def body(self, with_usage: bool) -> dict[str, Any]:
+        if self.native_body is not None:
+            return self.native_body
         body: dict[str, Any] = {
             "model": self.model,
             "messages": self.messages,
@@ -175,7 +183,7 @@ class StreamClient:
         """Run one streaming chat request to its end; never raises except on cancellation."""
         result = StreamResult()
         progress = progress or StreamProgress()
-        with_usage = request.base_url not in self._no_usage_option
+        with_usage = request.base_url not in self._no_usage_option and request.native_body is None
         failures = 0
         try:
             async with asyncio.timeout(self.limits.request_timeout_s):
@@ -221,10 +229,11 @@ class StreamClient:
         async def trace(name: str, info: dict[str, Any]) -> None:
             marks[name] = time.perf_counter_ns()
 
-        headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        accept = "text/event-stream" if request.wire == "sse" else "application/x-ndjson"
+        headers = {"Accept": accept, "Accept-Encoding": "identity"}
         if request.api_key:
             headers["Authorization"] = f"Bearer {request.api_key}"
-        url = request.base_url.rstrip("/") + "/chat/completions"
+        url = request.base_url.rstrip("/") + request.path
         # Reset per attempt: only the final attempt's numbers describe the answer.
         acc = ChatAccumulator()
         result.acc = acc.result
@@ -255,6 +264,9 @@ class StreamClient:
                     await self._http_error(resp, with_usage, result)
                     return
                 ctype = resp.headers.get("content-type", "")
+                if request.wire == "ndjson":
+                    await self._read_stream(resp, acc, result, progress, NDJSONDecoder())
+                    return
                 if "text/event-stream" not in ctype:
                     raw = await resp.aread()
                     result.outcome = "http_error"
@@ -288,8 +300,9 @@ class StreamClient:
         acc: ChatAccumulator,
         result: StreamResult,
         progress: StreamProgress,
+        decoder: "SSEDecoder | NDJSONDecoder | None" = None,
     ) -> None:
-        decoder = SSEDecoder()
+        decoder = decoder or SSEDecoder()
         r = acc.result
         progress.state = "streaming"
         async for chunk in resp.aiter_bytes():
@@ -310,8 +323,8 @@ class StreamClient:
         if pending is not None:
             acc.on_event(pending, time.perf_counter_ns())
         acc.finish()
-        result.comments = decoder.comments
-        if decoder.error_fields and not r.server_error:
+        result.comments = getattr(decoder, "comments", 0)
+        if isinstance(decoder, SSEDecoder) and decoder.error_fields and not r.server_error:
             r.server_error = decoder.error_fields[-1][:500]
         if r.server_error:
             result.outcome = "server_error"
@@ -345,6 +358,27 @@ class StreamClient:
                 )
                 return
             raise _Retry(result.error, delay)
+
+
+class NDJSONDecoder:
+    """One JSON document per line (Ollama's native streaming): same interface as SSEDecoder."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self._buffer += chunk
+        end = self._buffer.rfind(b"\n")
+        if end < 0:
+            return []
+        lines = bytes(self._buffer[:end]).split(b"\n")
+        del self._buffer[: end + 1]
+        return [SSEEvent(data=line.decode("utf-8", "replace")) for line in lines if line.strip()]
+
+    def close(self) -> SSEEvent | None:
+        rest = bytes(self._buffer).strip()
+        self._buffer.clear()
+        return SSEEvent(data=rest.decode("utf-8", "replace")) if rest else None
 
 
 def _backoff(failures: int) -> float:
