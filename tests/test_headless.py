@@ -68,7 +68,8 @@ def test_clean_run_exits_zero_and_reports_speed(fake, home, write_profile, capsy
     assert prompt["name"] == "short" and prompt["prompt_chars"] > 40
     assert len(prompt["requests"]) == 2 and len(prompt["warmup"]) == 1
     assert prompt["summary"]["ttft_s"]["median"] == pytest.approx(0.03, abs=0.02)
-    assert doc["fingerprint"]["servers"]["fake"]["models_status"] == 200
+    server_facts = doc["fingerprint"]["servers"]["fake"]
+    assert server_facts["reachable"] and server_facts["kind"] == "openai" and server_facts["kind_detected"]
     bodies = [log.body for log in server.logs if log.path.endswith("/chat/completions")]
     nonces = [b["messages"][0]["content"].split("]")[0] for b in bodies]
     assert len(set(nonces)) == len(nonces) == 3  # every prompt unique: no prefix cache can serve it

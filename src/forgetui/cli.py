@@ -32,6 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("what", choices=["config", "runs", "themes", "data", "cache"])
 
     sub.add_parser("runs", help="list stored runs, newest first")
+
+    demo = sub.add_parser("demo", help="run the quick profile against the embedded SmolLM2-135M model")
+    demo.add_argument("--headless", action="store_true", help="no TUI (the default until the TUI exists)")
+    serve = sub.add_parser("serve-demo", help="serve the embedded demo model and print its URL")
+    serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+
+    sub.add_parser("status", help="providers up or down, sandbox, cases, where things live")
+    sub.add_parser("models", help="every model of every configured provider, with its facts")
+
+    bench = sub.add_parser("bench", help="ad-hoc benchmark of one model, without a profile file")
+    bench.add_argument("target", help="PROVIDER/MODEL, the provider from your config")
+    bench.add_argument("--quick", action="store_true", help="fewer, shorter requests")
+    bench.add_argument("--speed-only", action="store_true", help="speed benchmark only")
+    bench.add_argument("--cases", metavar="SET", help="case set to run (needs the case library)")
+    bench.add_argument("--json-out", metavar="FILE", type=Path)
     return parser
 
 
@@ -68,6 +83,26 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _locate(args.what)
     if args.command == "runs":
         return _runs()
+    if args.command == "demo":
+        from .demo_cmd import run_demo
+
+        return run_demo(headless=True)
+    if args.command == "serve-demo":
+        from .demo_cmd import serve_demo
+
+        return serve_demo(args.port)
+    if args.command == "status":
+        from .status import run_status
+
+        return run_status(sys.stdout)
+    if args.command == "models":
+        from .status import run_models
+
+        return run_models(sys.stdout)
+    if args.command == "bench":
+        from .demo_cmd import run_bench
+
+        return run_bench(args.target, quick=args.quick, cases=args.cases, json_out=args.json_out)
     parser.print_help(sys.stderr)
     print(
         "\nThe interactive TUI is not built yet; use 'forgetui --run PROFILE' (see README.md).",

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .errors import ConfigError
 from .tomlfile import load_toml, validate
 
-ProviderKind = Literal["openai", "lmstudio", "ollama", "llamacpp", "vllm", "sglang"]
+ProviderKind = Literal["openai", "lmstudio", "ollama", "llamacpp", "llamacpp-python", "vllm", "sglang"]
 
 
 class StrictModel(BaseModel):
@@ -30,9 +30,12 @@ class ProviderConfig(StrictModel):
 
     name: str = Field(description="Short name used in targets: 'NAME/model-id'. No slashes.")
     base_url: str = Field(description="The OpenAI-compatible base URL, usually ending in /v1.")
-    kind: ProviderKind = Field(
-        default="openai",
-        description="Server dialect: openai, lmstudio, ollama, llamacpp, vllm or sglang.",
+    kind: ProviderKind | None = Field(
+        default=None,
+        description=(
+            "Server dialect: openai, lmstudio, ollama, llamacpp, llamacpp-python, vllm or sglang."
+            " Leave it out to detect it from the server's documented endpoints."
+        ),
     )
     api_key_env: str | None = Field(
         default=None,
@@ -48,6 +51,28 @@ class ProviderConfig(StrictModel):
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra fields merged into every request body."
     )
+    model_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Served model id -> its GGUF file on this machine, for servers that do not say.",
+    )
+    model_dirs: list[str] = Field(
+        default_factory=list,
+        description="Folders holding GGUF files; '<model id>.gguf' (any case) is looked up there.",
+    )
+
+    def gguf_path(self, model_id: str) -> str | None:
+        """The GGUF file for a served model id from model_files or model_dirs, if it exists."""
+        if model_id in self.model_files:
+            path = os.path.expanduser(self.model_files[model_id])
+            return path if os.path.isfile(path) else None
+        wanted = model_id.rsplit("/", 1)[-1].lower()
+        for folder in self.model_dirs:
+            root = os.path.expanduser(folder)
+            for dirpath, _dirs, files in os.walk(root):
+                for name in files:
+                    if name.lower() in (wanted, wanted + ".gguf"):
+                        return os.path.join(dirpath, name)
+        return None
 
     @field_validator("name")
     @classmethod
@@ -117,12 +142,15 @@ CONFIG_TEMPLATE_HEADER = """\
 # Keys:
 #   name                  short name, no slashes
 #   base_url              OpenAI-compatible base URL, usually ending in /v1
-#   kind                  openai | lmstudio | ollama | llamacpp | vllm | sglang
+#   kind                  openai | lmstudio | ollama | llamacpp | llamacpp-python | vllm | sglang
+#                         (leave it out to detect it from the server's own endpoints)
 #   api_key_env           NAME of the environment variable holding the key (never the key itself)
 #   concurrency           parallel requests allowed (speed runs always use one stream)
 #   price_input_per_mtok  price per million input tokens (optional)
 #   price_output_per_mtok price per million output tokens (optional)
 #   extra_body            extra JSON fields merged into every request, e.g. { top_k = 1 }
+#   model_files           served model id -> GGUF path, e.g. { "qwen3-8b" = "~/models/qwen3-8b-q4_k_m.gguf" }
+#   model_dirs            folders searched for "<model id>.gguf" (for facts: size, quantization, experts)
 """
 
 

@@ -165,7 +165,8 @@ def prepare(profile_path: Path, resume: str | None) -> tuple[Profile, list[Targe
 
 
 def run_headless(profile_path: Path, resume: str | None = None, json_out: Path | None = None,
-                 stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+                 stdout: TextIO | None = None, stderr: TextIO | None = None,
+                 resume_hint: bool = True) -> int:
     """Run a profile headless; returns the process exit code."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -183,7 +184,9 @@ def run_headless(profile_path: Path, resume: str | None = None, json_out: Path |
         atomic_write_json(json_out, doc)
     print(summary_table(doc), file=stdout)
     if finished.status == "interrupted":
-        print(f"Interrupted. Resume with: forgetui --run {profile_path} --resume {finished.run_id}", file=stdout)
+        hint = (f"Resume with: forgetui --run {profile_path} --resume {finished.run_id}" if resume_hint
+                else "Finished requests are stored; this run cannot be resumed (its server is gone).")
+        print(f"Interrupted. {hint}", file=stdout)
     print(f"Run directory: {finished.run_dir}", file=stdout)
     print(f"Results saved: {Path(finished.run_dir) / 'run.json'}", file=stdout, flush=True)
     return finished.exit_code

@@ -83,6 +83,17 @@ class LimitsSection(StrictModel):
     )
 
 
+class LifecycleSection(StrictModel):
+    isolate: bool = Field(
+        default=True,
+        description="Before a model's speed run, unload other models where the server can "
+        "(Ollama, LM Studio, llama-swap) and load the target, recording its load time.",
+    )
+    restore: bool = Field(
+        default=False, description="Afterwards, reload what was unloaded and unload the target."
+    )
+
+
 class Profile(StrictModel):
     """The whole profile file."""
 
@@ -95,6 +106,7 @@ class Profile(StrictModel):
     speed: SpeedSection = Field(default_factory=SpeedSection)
     cases: CasesSection = Field(default_factory=CasesSection)
     limits: LimitsSection = Field(default_factory=LimitsSection)
+    lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
 
     def content_hash(self) -> str:
         """A stable hash of what the profile asks for: resume refuses a changed profile."""

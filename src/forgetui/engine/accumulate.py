@@ -205,7 +205,9 @@ class ChatAccumulator:
         for key in ("stats", "model_info", "runtime", "system_fingerprint"):
             if chunk.get(key):
                 r.native[key] = chunk[key]
-        if "done" in chunk and isinstance(chunk.get("message"), dict):
+        if "done" in chunk and "choices" not in chunk and (
+            isinstance(chunk.get("message"), dict) or "eval_count" in chunk or "done_reason" in chunk
+        ):
             self._ollama_chunk(chunk, now_ns)
             return
         choices = chunk.get("choices") or []
@@ -258,7 +260,7 @@ class ChatAccumulator:
     def _ollama_chunk(self, chunk: dict[str, Any], now_ns: int) -> None:
         """Ollama's native /api/chat line: message.content/thinking/tool_calls, then done + stats."""
         r = self.result
-        message = chunk["message"]
+        message = chunk.get("message") if isinstance(chunk.get("message"), dict) else {}
         got_reasoning = got_content = False
         if isinstance(message.get("thinking"), str) and message["thinking"]:
             r.add_reasoning(message["thinking"])

@@ -158,6 +158,11 @@ class StreamClient:
         # Servers that rejected stream_options once are not asked again.
         self._no_usage_option: set[str] = set()
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The shared httpx client (dialects use it for their native endpoints)."""
+        return self._http
+
     async def __aenter__(self) -> "StreamClient":
         return self
 
@@ -166,16 +171,6 @@ class StreamClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-    async def get_json(self, url: str, api_key: str | None = None) -> tuple[int, Any, str | None]:
-        """A plain GET (model listing, server props): (status, parsed JSON or None, Server header)."""
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        resp = await self._http.get(url, headers=headers)
-        try:
-            data = resp.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            data = None
-        return resp.status_code, data, resp.headers.get("server")
 
     async def chat_stream(
         self, request: ChatRequest, progress: StreamProgress | None = None

@@ -47,7 +47,7 @@ def token_counts(
     token_events: int,
     prompt_chars: int,
 ) -> dict[str, Any]:
-    """Prompt/completion/reasoning tokens and where they came from: usage, server or estimate.
+    """Prompt/completion/reasoning tokens and where they came from: usage, tokenizer, server or estimate.
 
     Never counts SSE events as tokens; an estimate (about 4 characters a token, and at least one
     token per event) is used only when the server gave no count, and is labelled as such.
@@ -65,7 +65,8 @@ def token_counts(
     }
     if isinstance(usage.get("completion_tokens"), int):
         out["completion_tokens"] = usage["completion_tokens"]
-        out["token_source"] = "usage"
+        # A dialect that counted with the server's tokenizer after the stream says so.
+        out["token_source"] = "tokenizer" if usage.get("source") == "tokenizer" else "usage"
     elif isinstance(timings.get("predicted_n"), int):
         out["completion_tokens"] = timings["predicted_n"]
         out["token_source"] = "server"

@@ -36,6 +36,8 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
             "provider": target["provider"],
             "model_id": target["model_id"],
             "error": model_errors.get(label) or target.get("error"),
+            "model_info": target.get("model_info"),
+            "lifecycle": target.get("lifecycle"),
             "speed": _speed_section(recs, speed),
             "cases": [],
         })

@@ -17,6 +17,7 @@ from ..profile import Profile, Target
 from .client import ClientLimits, StreamClient, StreamProgress
 from .events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
 from .rundoc import SCHEMA_VERSION, build_document, now_iso
+from .servers import Servers
 from .speed import PlannedRequest, baseline_from, build_request, plan_model, prune_done, request_record
 
 
@@ -81,12 +82,22 @@ class Runner:
         status = "interrupted"
         try:
             async with StreamClient(client_limits(self.profile)) as client:
-                await self._preflight(client)
-                for target in self.targets:
+                self.servers = Servers(client.http, self.emit)
+                self.model_errors.update(await self.servers.preflight(
+                    self.targets, self.meta["fingerprint"].setdefault("servers", {}), self.meta["targets"]))
+                for target, target_meta in zip(self.targets, self.meta["targets"]):
                     if target.label in self.model_errors:
                         self.emit(ModelFinished(target.label, {}, self.model_errors[target.label]))
                         continue
-                    await self._run_model(client, target, plans[target.label])
+                    if not plans[target.label]:
+                        continue
+                    lifecycle = await self.servers.isolate(target, self.profile.lifecycle.isolate)
+                    target_meta["lifecycle"] = lifecycle
+                    try:
+                        await self._run_model(client, target, plans[target.label])
+                    finally:
+                        if self.profile.lifecycle.restore:
+                            await self.servers.restore(target, lifecycle)
                     self._save("running")
             status = "complete"
         finally:
@@ -108,37 +119,6 @@ class Runner:
             return ExitCode.FAILURES
         return ExitCode.OK
 
-    async def _preflight(self, client: StreamClient) -> None:
-        """Ask each provider for its model list once: reachability, server header, served ids."""
-        servers = self.meta["fingerprint"].setdefault("servers", {})
-        seen: dict[str, str | None] = {}
-        for target in self.targets:
-            prov = target.provider
-            if prov.name not in seen:
-                seen[prov.name] = None
-                info: dict[str, Any] = {"base_url": prov.base_url, "kind": prov.kind}
-                try:
-                    status, data, server = await client.get_json(prov.base_url + "/models", prov.api_key())
-                    info["server_header"] = server
-                    info["models_status"] = status
-                    if status == 200 and isinstance(data, dict) and isinstance(data.get("data"), list):
-                        info["models_listed"] = [str(m.get("id")) for m in data["data"] if isinstance(m, dict)]
-                    elif status in (401, 403):
-                        key_hint = f" (is {prov.api_key_env} set?)" if prov.api_key_env else ""
-                        self.emit(Notice("warning", f"{prov.name}: model list refused with HTTP {status}{key_hint}"))
-                except Exception as exc:  # noqa: BLE001 - any failure here means "unreachable"
-                    seen[prov.name] = f"provider {prov.name} unreachable at {prov.base_url}: {type(exc).__name__}: {exc}"
-                    info["error"] = seen[prov.name]
-                servers[prov.name] = info
-            if seen[prov.name]:
-                self.model_errors[target.label] = seen[prov.name]  # type: ignore[assignment]
-                self.emit(Notice("error", seen[prov.name], target.label))  # type: ignore[arg-type]
-                continue
-            listed = servers[prov.name].get("models_listed")
-            if listed is not None and target.model_id not in listed:
-                shown = ", ".join(listed[:8]) + (" ..." if len(listed) > 8 else "")
-                self.emit(Notice("warning", f"{target.label}: not in the server's model list ({shown or 'empty'}); trying anyway", target.label))
-
     async def _run_model(self, client: StreamClient, target: Target, plan: list[PlannedRequest]) -> None:
         speed = self.profile.speed
         prov = target.provider
@@ -147,13 +127,16 @@ class Runner:
                 if r.get("model") == target.label and r.get("phase") == "baseline"]
         baseline = baseline_from(recs)
         for planned in plan:
+            dialect = self.servers.dialect(target)
             request = build_request(planned, speed, prov.base_url, target.model_id, api_key, prov.extra_body)
+            request = dialect.prepare(request, "speed")
             progress = StreamProgress()
             self.current = progress
             self._index += 1
             self.emit(RequestStarted(target.label, planned.phase, planned.prompt, planned.repeat,
                                      self._index, self._total, progress))
             result = await client.chat_stream(request, progress)
+            await dialect.finalize(request, result)
             req = request_record(request, result, baseline)
             record = {
                 "schema_version": SCHEMA_VERSION,

@@ -13,6 +13,66 @@ def _stat(stats: dict[str, Any] | None, key: str, spec: str) -> str:
     return "-" if not stats else _fmt(stats.get(key), spec)
 
 
+def human_bytes(n: int | None) -> str:
+    if not n:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+def human_count(n: int | None) -> str:
+    if not n:
+        return "-"
+    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.1f}{unit}".replace(".0", "")
+    return str(n)
+
+
+def describe_model(model: dict[str, Any]) -> str:
+    """One line about a benchmarked model: server kind, quantization, size, context."""
+    info = model.get("model_info") or {}
+    gguf = info.get("gguf") or {}
+    parts = []
+    quant = info.get("quantization") or gguf.get("file_type")
+    if quant:
+        parts.append(quant)
+    params = info.get("parameters") or gguf.get("parameter_count")
+    if params:
+        parts.append(f"{human_count(params)} params")
+    elif info.get("parameters_label"):
+        parts.append(f"{info['parameters_label']} params")
+    size = info.get("size_bytes") or gguf.get("tensor_bytes")
+    if size:
+        parts.append(human_bytes(size))
+    context = info.get("context_length") or gguf.get("context_length")
+    if context:
+        parts.append(f"context {context}")
+    return ", ".join(parts) or "no size or quantization reported by the server"
+
+
+def model_lines(doc: dict[str, Any]) -> list[str]:
+    """One line per benchmarked model: its facts and whether the GPU state was controlled."""
+    lines = []
+    for model in doc.get("models", []):
+        if model.get("error"):
+            continue
+        line = f"{model['model']}: {describe_model(model)}"
+        lifecycle = model.get("lifecycle") or {}
+        if lifecycle and not lifecycle.get("controlled"):
+            line += f"; GPU state not controlled ({lifecycle.get('reason')})"
+        elif lifecycle.get("load_s") is not None:
+            line += f"; loaded in {lifecycle['load_s']:.1f} s"
+            if lifecycle.get("unloaded"):
+                line += f" after unloading {', '.join(lifecycle['unloaded'])}"
+        lines.append(line)
+    return lines
+
+
 def summary_table(doc: dict[str, Any]) -> str:
     """One row per model and prompt: TTFT, decode and prefill rates, tokens and flags."""
     header = ["model", "prompt", "ok", "ttft med", "ttft p95", "decode tok/s", "+/-", "prefill tok/s", "tokens", "flags"]
@@ -43,8 +103,10 @@ def summary_table(doc: dict[str, Any]) -> str:
             ])
     if not rows:
         return "No results."
+    facts = model_lines(doc)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip()]
+    lines = [*facts, ""] if facts else []
+    lines.append("  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     totals = doc.get("totals", {})
