@@ -18,7 +18,8 @@ from .client import ClientLimits, StreamClient, StreamProgress
 from .events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
 from .rundoc import SCHEMA_VERSION, build_document, now_iso
 from .servers import Servers
-from .speed import PlannedRequest, baseline_from, build_request, plan_model, prune_done, request_record
+from .speed import (PlannedRequest, baseline_from, build_request, plan_model, prune_done,
+                    request_record, speed_tokens_needed)
 
 
 def client_limits(profile: Profile) -> ClientLimits:
@@ -84,7 +85,8 @@ class Runner:
             async with StreamClient(client_limits(self.profile)) as client:
                 self.servers = Servers(client.http, self.emit)
                 self.model_errors.update(await self.servers.preflight(
-                    self.targets, self.meta["fingerprint"].setdefault("servers", {}), self.meta["targets"]))
+                    self.targets, self.meta["fingerprint"].setdefault("servers", {}), self.meta["targets"],
+                    needed_tokens=speed_tokens_needed(speed) if speed.enabled else 0))
                 for target, target_meta in zip(self.targets, self.meta["targets"]):
                     if target.label in self.model_errors:
                         self.emit(ModelFinished(target.label, {}, self.model_errors[target.label]))

@@ -58,7 +58,7 @@ class Servers:
         return self.dialects[target.provider.name]
 
     async def preflight(self, targets: list[Target], servers_out: dict[str, Any],
-                        targets_meta: list[dict[str, Any]]) -> dict[str, str]:
+                        targets_meta: list[dict[str, Any]], needed_tokens: int = 0) -> dict[str, str]:
         """Probe every provider once; returns {target label: error} for unreachable ones."""
         errors: dict[str, str] = {}
         for target, meta in zip(targets, targets_meta):
@@ -79,7 +79,7 @@ class Servers:
                     "controls_lifecycle": dialect.controls_lifecycle,
                 }
                 if detected:
-                    self.emit(Notice("info", f"{prov.name}: detected a {dialect.kind} server"
+                    self.emit(Notice("info", f"{prov.name}: detected server kind {dialect.kind}"
                                      + (f" (version {info.version})" if info.version else "")))
             info = self.infos[prov.name]
             if not info.reachable:
@@ -95,6 +95,11 @@ class Servers:
             else:
                 if model.path is None:
                     model.path = prov.gguf_path(model.id)
+                dialect = self.dialects[prov.name]
+                warning = dialect.context_warning(model, needed_tokens) if needed_tokens else None
+                if warning:
+                    self.emit(Notice("warning", f"{target.label}: {warning}", target.label))
+                    meta["context_warning"] = warning
                 facts = model.as_dict()
                 gguf = gguf_facts(model.path)
                 if gguf:

@@ -86,6 +86,13 @@ def prune_done(plan: list[PlannedRequest], done: set[str]) -> list[PlannedReques
     return [p for p in plan if (p.counted and p.key not in done) or (not p.counted and p.prompt in needs)]
 
 
+def speed_tokens_needed(speed: Any) -> int:
+    """Context the longest speed request needs: prompt (about 4 characters a token, plus the nonce
+    and a chat template's overhead) and the tokens to generate."""
+    longest = max(len(prompt_text(name, speed)) for name in speed.prompts)
+    return longest // 4 + 64 + speed.max_tokens
+
+
 def prompt_text(name: str, speed: Any) -> str:
     if name == "baseline":
         return BASELINE_PROMPT

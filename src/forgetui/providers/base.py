@@ -115,6 +115,13 @@ class Dialect:
             return ServerInfo(kind=self.kind, reachable=False, error=f"{type(exc).__name__}: {exc}")
         return ServerInfo(kind=self.kind, reachable=True, version=version, models=models)
 
+    def context_warning(self, model: ModelInfo, needed_tokens: int) -> str | None:
+        """A sentence when ``model`` runs with less context than a request needs, else None."""
+        if model.context_length and model.context_length < needed_tokens:
+            return (f"{model.id} runs with a {model.context_length}-token context but up to "
+                    f"{needed_tokens} tokens are needed: the server may cut or refuse the prompt.")
+        return None
+
     # -- requests --------------------------------------------------------------------------
     def prepare(self, request: ChatRequest, purpose: str) -> ChatRequest:
         """Shape a request for this server. ``purpose`` is "speed" (cache off, length forced where

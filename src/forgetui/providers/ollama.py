@@ -87,6 +87,10 @@ class OllamaDialect(Dialect):
     kind: ClassVar[str] = "ollama"
     controls_lifecycle: ClassVar[bool] = True
 
+    def context_warning(self, model: ModelInfo, needed_tokens: int) -> str | None:
+        """Ollama cuts prompts silently: see the module-level ``context_warning``."""
+        return context_warning(model, needed_tokens)
+
     #: ``keep_alive`` sent with an explicit load, so a benchmark's model stays in memory.
     LOAD_KEEP_ALIVE: ClassVar[str] = "30m"
     #: At most this many ``/api/show`` calls per listing (one per model), this many at a time.
