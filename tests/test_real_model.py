@@ -121,3 +121,28 @@ def test_killed_forgetui_leaves_no_model_server_behind(home, sig) -> None:
     assert not _alive(server_pid), f"model server {server_pid} outlived forgetui ({sig!r})"
     if sig == signal.SIGINT:
         assert proc.returncode == 130
+
+
+def test_serve_demo_prints_its_url_serves_and_stops_on_ctrl_c(home) -> None:
+    env = {**os.environ, "FORGETUI_HOME": str(home), "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen([sys.executable, "-m", "forgetui", "serve-demo"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "Serving SmolLM2-135M-Instruct" in line, proc.stderr.read() if proc.poll() is not None else line
+        url = line.rsplit(" at ", 1)[1].strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        assert httpx.get(url + "/models", timeout=10).json()["data"][0]["id"] == DEMO_ALIAS
+        server_pids = _children_of(proc.pid)
+        assert server_pids
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0
+    for _ in range(50):
+        if not any(_alive(pid) for pid in server_pids):
+            break
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in server_pids)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(url + "/models", timeout=2)
