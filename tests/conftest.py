@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
+import httpx
 import pytest
+
+from tests.fake_native import NativeFake
 
 from tests.fakeserver import FakeServer, Script
 
@@ -68,3 +71,24 @@ def write_profile(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def native() -> Iterator[Callable[..., NativeFake]]:
+    """Start native-endpoint fakes (llama-server, llama-swap, router, vLLM, SGLang)."""
+    fakes: list[NativeFake] = []
+
+    def start(kind: str, **kw) -> NativeFake:
+        fake = NativeFake(kind, max_lifetime_s=kw.pop("max_lifetime_s", 30), **kw).start()
+        fakes.append(fake)
+        return fake
+
+    yield start
+    for fake in fakes:
+        fake.stop()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as client:
+        yield client

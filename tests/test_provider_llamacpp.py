@@ -10,7 +10,6 @@ mostlygeek/llama-swap (README, ``proxy/proxymanager.go``: ``/running``, ``/unloa
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import pytest
@@ -24,30 +23,10 @@ from forgetui.providers.llamacpp import (
     ModelLoadError,
     quantization_from_name,
 )
-from tests.fake_native import KINDS, GGUFModel, NativeFake
+from tests.fake_native import KINDS, GGUFModel
 from tests.fakeserver import Script
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture
-def native() -> Iterator[Callable[..., NativeFake]]:
-    fakes: list[NativeFake] = []
-
-    def start(kind: str, **kw) -> NativeFake:
-        fake = NativeFake(kind, max_lifetime_s=kw.pop("max_lifetime_s", 30), **kw).start()
-        fakes.append(fake)
-        return fake
-
-    yield start
-    for fake in fakes:
-        fake.stop()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as client:
-        yield client
 
 
 def dialect(base_url: str, http: httpx.AsyncClient) -> LlamaCppDialect:

@@ -11,7 +11,6 @@ SGLang ``/get_model_info``, ``/get_server_info``, ``/v1/models`` and the chat re
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import pytest
@@ -21,30 +20,10 @@ from forgetui.engine.client import ChatRequest, ClientLimits, StreamClient
 from forgetui.engine.speed import request_record
 from forgetui.providers.llamacpp import LlamaCppDialect
 from forgetui.providers.vllm import SGLangDialect, VLLMDialect
-from tests.fake_native import KINDS, NativeFake
+from tests.fake_native import KINDS
 from tests.fakeserver import Script
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture
-def native() -> Iterator[Callable[..., NativeFake]]:
-    fakes: list[NativeFake] = []
-
-    def start(kind: str, **kw) -> NativeFake:
-        fake = NativeFake(kind, max_lifetime_s=kw.pop("max_lifetime_s", 30), **kw).start()
-        fakes.append(fake)
-        return fake
-
-    yield start
-    for fake in fakes:
-        fake.stop()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as client:
-        yield client
 
 
 def make(cls, base_url: str, http: httpx.AsyncClient):

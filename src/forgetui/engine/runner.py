@@ -8,14 +8,13 @@ and ``run.json`` is rewritten after every model, so a crash loses at most the re
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from typing import Any, Iterable
 
 from ..errors import ExitCode
 from ..profile import Profile, Target
 from .client import ClientLimits, StreamClient, StreamProgress
-from .events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
+from .events import ModelFinished, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
 from .rundoc import SCHEMA_VERSION, build_document, now_iso
 from .servers import Servers
 from .speed import (PlannedRequest, baseline_from, build_request, plan_model, prune_done,

@@ -57,6 +57,15 @@ class ServerInfo:
         return out
 
 
+async def try_get_json(http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None) -> Any:
+    """GET and parse JSON; None for anything but a 200 with JSON (probes must never raise)."""
+    try:
+        resp = await http.get(url, headers=headers or {})
+        return resp.json() if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
 def root_url(base_url: str) -> str:
     """The server root for native endpoints: ``http://h:p/v1`` -> ``http://h:p``."""
     base = base_url.rstrip("/")

@@ -43,7 +43,7 @@ from urllib.parse import quote
 import httpx
 
 from ..engine.client import ChatRequest, StreamResult
-from .base import Dialect, ModelInfo, ServerInfo, root_url
+from .base import Dialect, ModelInfo, ServerInfo, root_url, try_get_json
 
 #: Chat templates can be tens of kilobytes; the start is enough to tell which one it is.
 CHAT_TEMPLATE_CHARS = 2000
@@ -150,7 +150,7 @@ class LlamaCppDialect(Dialect):
     @classmethod
     async def probe(cls, base_url: str, http: httpx.AsyncClient) -> bool:
         root = root_url(base_url)
-        props = await _try_json(http, root + "/props")
+        props = await try_get_json(http, root + "/props")
         if isinstance(props, dict) and (
             isinstance(props.get("default_generation_settings"), dict) or props.get("build_info")
         ):
@@ -399,19 +399,11 @@ class LlamaCppDialect(Dialect):
             return None
 
 
-async def _try_json(http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None) -> Any:
-    try:
-        resp = await http.get(url, headers=headers or {})
-        return resp.json() if resp.status_code == 200 else None
-    except _ERRORS:
-        return None
-
-
 async def _swap_running(
     http: httpx.AsyncClient, root: str, headers: dict[str, str] | None = None
 ) -> list[dict[str, Any]] | None:
     """llama-swap's ``GET /running`` entries (``model``, ``state``...), or None if not llama-swap."""
-    data = await _try_json(http, root + "/running", headers)
+    data = await try_get_json(http, root + "/running", headers)
     if not isinstance(data, dict) or not isinstance(data.get("running"), list):
         return None
     return [r for r in data["running"] if isinstance(r, dict) and isinstance(r.get("model"), str)]
@@ -423,7 +415,7 @@ async def _router_models(
     """Router-mode ``GET /models`` entries (each with a ``status`` object), or None otherwise.
 
     A single llama-server also answers ``/models`` (as ``/v1/models``), but without ``status``."""
-    data = await _try_json(http, root + "/models", headers)
+    data = await try_get_json(http, root + "/models", headers)
     entries = _entries(data)
     if not entries or not all(isinstance(e.get("status"), dict) for e in entries):
         return None

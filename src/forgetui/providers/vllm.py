@@ -35,17 +35,9 @@ from typing import Any
 import httpx
 
 from ..engine.client import ChatRequest
-from .base import Dialect, ModelInfo, root_url
+from .base import Dialect, ModelInfo, root_url, try_get_json
 
 _ERRORS = (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError)
-
-
-async def _try_json(http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None) -> Any:
-    try:
-        resp = await http.get(url, headers=headers or {})
-        return resp.json() if resp.status_code == 200 else None
-    except _ERRORS:
-        return None
 
 
 def _entries(data: Any) -> list[dict[str, Any]]:
@@ -80,17 +72,17 @@ class VLLMDialect(Dialect):
         """``/version`` with a version string and ``/v1/models`` entries with ``max_model_len``,
         and not SGLang (whose ``/v1/models`` has ``max_model_len`` too)."""
         root = root_url(base_url)
-        version = await _try_json(http, root + "/version")
+        version = await try_get_json(http, root + "/version")
         if not isinstance(version, dict) or not isinstance(version.get("version"), str):
             return False
-        models = await _try_json(http, root + "/v1/models")
+        models = await try_get_json(http, root + "/v1/models")
         if not any(_int(m.get("max_model_len")) for m in _entries(models)):
             return False
-        sglang = await _try_json(http, root + "/get_model_info")
+        sglang = await try_get_json(http, root + "/get_model_info")
         return not (isinstance(sglang, dict) and "model_path" in sglang)
 
     async def version(self) -> str | None:
-        data = await _try_json(self.http, self.root + "/version", self.headers())
+        data = await try_get_json(self.http, self.root + "/version", self.headers())
         version = data.get("version") if isinstance(data, dict) else None
         return str(version) if version else None
 
@@ -121,12 +113,12 @@ class SGLangDialect(Dialect):
 
     @classmethod
     async def probe(cls, base_url: str, http: httpx.AsyncClient) -> bool:
-        data = await _try_json(http, root_url(base_url) + "/get_model_info")
+        data = await try_get_json(http, root_url(base_url) + "/get_model_info")
         return isinstance(data, dict) and isinstance(data.get("model_path"), str)
 
     async def _server_info_raw(self) -> dict[str, Any] | None:
         for path in ("/get_server_info", "/server_info"):
-            data = await _try_json(self.http, self.root + path, self.headers())
+            data = await try_get_json(self.http, self.root + path, self.headers())
             if isinstance(data, dict):
                 return data
         return None
@@ -138,7 +130,7 @@ class SGLangDialect(Dialect):
 
     async def list_models(self) -> list[ModelInfo]:
         data = await self.get_json(self.base_url + "/models")
-        model = await _try_json(self.http, self.root + "/get_model_info", self.headers())
+        model = await try_get_json(self.http, self.root + "/get_model_info", self.headers())
         model = model if isinstance(model, dict) else {}
         server = await self._server_info_raw() or {}
         facts: dict[str, Any] = {}
