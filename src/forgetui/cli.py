@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve-demo", help="serve the embedded demo model and print its URL")
     serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
 
+    sandbox = sub.add_parser("sandbox", help="the bubblewrap sandbox that runs model-written code")
+    sandbox.add_argument("action", choices=["check"], help="check: what works and what does not, with fixes")
+
     sub.add_parser("status", help="providers up or down, sandbox, cases, where things live")
     sub.add_parser("models", help="every model of every configured provider, with its facts")
 
@@ -91,6 +94,12 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from .demo_cmd import serve_demo
 
         return serve_demo(args.port)
+    if args.command == "sandbox":
+        from .sandbox import check_report
+
+        code, text = check_report()
+        print(text)
+        return code
     if args.command == "status":
         from .status import run_status
 

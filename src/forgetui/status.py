@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 from typing import TextIO
 
 import httpx
@@ -27,15 +25,13 @@ async def probe_all(providers: list[ProviderConfig], timeout_s: float = 5.0) -> 
 
 
 def sandbox_status() -> tuple[bool, str]:
-    """Whether bubblewrap is there (the sandboxed code grader needs it)."""
-    path = shutil.which("bwrap")
-    if not path:
-        return False, "bubblewrap not installed: apt-get install bubblewrap (code cases will be skipped)"
-    try:
-        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"bubblewrap at {path} does not run: {exc}"
-    return True, f"{version or 'bubblewrap'} at {path}"
+    """Whether code can be sandboxed here: bwrap present, new enough, and a trial sandbox runs."""
+    from .sandbox import Sandbox
+
+    check = Sandbox().check()
+    if check.ok:
+        return True, f"bubblewrap {check.version or ''} at {check.bwrap}, trial sandbox ok".replace("  ", " ")
+    return False, "; ".join(check.problems) + " (code cases will be skipped; details: forgetui sandbox check)"
 
 
 def run_status(out: TextIO) -> int:
