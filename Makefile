@@ -23,6 +23,7 @@ test: bootstrap
 
 bench: bootstrap
 	$(UV) run python benchmarks/client_overhead.py
+	$(UV) run python benchmarks/sandbox.py
 
 clean:
 	rm -rf .venv .pytest_cache
