@@ -20,6 +20,7 @@ demo: bootstrap
 # pytest exits 5 when it collected no test: that is a failure here, like any other non-zero code.
 test: bootstrap
 	$(UV) run pytest -q
+	$(UV) run forgetui cases verify
 
 bench: bootstrap
 	$(UV) run python benchmarks/client_overhead.py

@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import dataclasses
 import json
+import re
 import signal
 import sys
 import threading
@@ -48,6 +50,8 @@ class Script:
     reasoning_tokens: int = 0  # sent before content, as reasoning
     reasoning_field: str = "reasoning_content"  # or "reasoning", or "think_inline" (<think> in content)
     content_tokens: int = 32  # capped by the request's max_tokens -> finish_reason "length"
+    content_text: str | None = None  # if set, the answer is this text (one token per word), not w0 w1 ...
+    answers: dict[str, str] = field(default_factory=dict)  # prompt substring -> answer text (first match wins)
     tokens_per_event: int = 1  # several tokens per SSE event (speculative decoding style)
     gap_s: float = 0.01  # between consecutive token-bearing events
     tool_calls: list[dict] | None = None  # [{"name": ..., "arguments": {...} or "json"}], after content
@@ -130,12 +134,20 @@ def _plan(script: Script, max_tokens: Any, n: int) -> tuple[list[tuple[str, int,
 
     # max_tokens caps reasoning and content together, as real servers do.
     budget = max_tokens if isinstance(max_tokens, int) and max_tokens >= 0 else None
-    reasoning_n, content, finish = script.reasoning_tokens, script.content_tokens, "stop"
+    content_total = (len(re.findall(r"\s*\S+\s*|\s+", script.content_text))
+                     if script.content_text is not None else script.content_tokens)
+    reasoning_n, content, finish = script.reasoning_tokens, content_total, "stop"
     if budget is not None and reasoning_n + content > budget:
         reasoning_n = min(reasoning_n, budget)
         content, finish = budget - reasoning_n, "length"
     add("reasoning", "r", reasoning_n, reasoning)
-    add("content", "w", content, lambda text, *_: {"content": text})
+    if script.content_text is not None:
+        words = re.findall(r"\s*\S+\s*|\s+", script.content_text)[:content]
+        for start in range(0, len(words), per):
+            chunk = words[start:start + per]
+            events.append(("content", len(chunk), {"content": "".join(chunk)}))
+    else:
+        add("content", "w", content, lambda text, *_: {"content": text})
     if script.tool_calls and finish != "length":
         finish = "tool_calls"
         for idx, call in enumerate(script.tool_calls):
@@ -528,6 +540,10 @@ class FakeServer:
             return await ex.send_error(int(log.fault), f"fake {log.fault}", retry)
         if script.reject_stream_options and "stream_options" in body:
             return await ex.send_error(400, "stream_options is not supported")
+        prompt = json.dumps(body.get("messages") or [])
+        answer = next((text for key, text in script.answers.items() if json.dumps(key)[1:-1] in prompt), None)
+        if answer is not None:
+            script = dataclasses.replace(script, content_text=answer)
         plan, finish = _plan(script, body.get("max_completion_tokens", body.get("max_tokens")), log.n)
         if body.get("stream"):
             await self._stream(ex, script, plan, finish)

@@ -53,7 +53,8 @@ def test_kind_is_detected_and_model_listed(demo_server) -> None:
 def test_quick_speed_benchmark_gives_sane_consistent_numbers(demo_server, home, tmp_path, capsys) -> None:
     text = quick_profile_text(demo_server.base_url, name="real").replace(
         'prompts = ["short", "medium", "long"]', 'prompts = ["short", "long"]'
-    ).replace("max_tokens = 128", "max_tokens = 48").replace("repeats = 3", "repeats = 2")
+    ).replace("max_tokens = 128", "max_tokens = 48").replace("repeats = 3", "repeats = 2").replace(
+        'select = ["quick"]', "select = []")
     path = tmp_path / "real.toml"
     path.write_text(text)
     assert main(["--run", str(path)]) == 0
@@ -78,6 +79,23 @@ def test_quick_speed_benchmark_gives_sane_consistent_numbers(demo_server, home, 
     # measured in benchmarks/, not asserted in timed tests. What must hold is per request.
     for prompt in model["speed"]["prompts"]:
         assert prompt["summary"]["ok"] == 2 and prompt["summary"]["decode_tps"]["median"] > 0
+
+
+def test_quick_case_set_runs_against_the_real_model(demo_server, home, tmp_path, capsys) -> None:
+    text = quick_profile_text(demo_server.base_url, name="real-cases").replace(
+        "enabled = true", "").replace("[speed]", "[speed]\nenabled = false").replace("max_tokens = 384", "max_tokens = 128")
+    path = tmp_path / "cases.toml"
+    path.write_text(text)
+    code = main(["--run", str(path)])
+    out = capsys.readouterr().out
+    assert code in (0, 1)  # a 135M model fails most cases; the run itself must complete
+    doc = json.loads(next((home / "data" / "runs").iterdir()).joinpath("run.json").read_text())
+    cases = doc["models"][0]["cases"]
+    assert len(cases) == 9
+    for case in cases:
+        assert case["status"] in ("pass", "fail", "skipped") and case["reason"], case
+        assert case["outcome"] == "finished" and case["response_id"]
+    assert "Ability Score: " in out and "Agent Fitness Score: " in out
 
 
 def _children_of(pid: int) -> list[int]:

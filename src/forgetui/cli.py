@@ -38,6 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve-demo", help="serve the embedded demo model and print its URL")
     serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
 
+    cases = sub.add_parser("cases", help="the case library: list, show, verify")
+    cases_sub = cases.add_subparsers(dest="cases_command", metavar="ACTION", required=True)
+    clist = cases_sub.add_parser("list", help="list cases")
+    clist.add_argument("--category")
+    clist.add_argument("--hard", action="store_true")
+    cshow = cases_sub.add_parser("show", help="one case: prompt, grader, reference")
+    cshow.add_argument("case_id")
+    cverify = cases_sub.add_parser("verify", help="prove every case right (references pass, wrong answers fail)")
+    cverify.add_argument("select", nargs="*", help="sets, categories, tags or ids (default: all)")
+
     sandbox = sub.add_parser("sandbox", help="the bubblewrap sandbox that runs model-written code")
     sandbox.add_argument("action", choices=["check"], help="check: what works and what does not, with fixes")
 
@@ -55,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
+    parser.add_argument("--allow-unsandboxed", action="store_true",
+                        help="run code cases with rlimits only when bubblewrap is unusable "
+                             "(every such result is marked unsandboxed)")
     parser.add_argument("--json-out", metavar="FILE", type=Path, help="also write the whole run as one JSON file")
 
 
@@ -79,7 +92,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "run" or (args.command is None and args.run is not None):
         from .headless import run_headless
 
-        return run_headless(profile, resume=args.resume, json_out=args.json_out)
+        return run_headless(profile, resume=args.resume, json_out=args.json_out,
+                            allow_unsandboxed=args.allow_unsandboxed)
     if args.command == "config":
         return _config(args)
     if args.command == "locate":
@@ -94,6 +108,14 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from .demo_cmd import serve_demo
 
         return serve_demo(args.port)
+    if args.command == "cases":
+        from .cases import commands
+
+        if args.cases_command == "list":
+            return commands.run_list(sys.stdout, args.category, args.hard)
+        if args.cases_command == "show":
+            return commands.run_show(sys.stdout, args.case_id)
+        return commands.run_verify(sys.stdout, args.select)
     if args.command == "sandbox":
         from .sandbox import check_report
 

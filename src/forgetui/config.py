@@ -111,6 +111,9 @@ class Config(StrictModel):
     providers: list[ProviderConfig] = Field(
         default_factory=list, description="Servers forgetui may benchmark."
     )
+    case_dirs: list[str] = Field(
+        default_factory=list, description="Your own case folders, loaded after the built-in library."
+    )
 
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)

@@ -142,7 +142,7 @@ class DemoServer:
 
 QUICK_PROFILE = """\
 name = "{name}"
-description = "Quick profile against the embedded SmolLM2-135M demo model"
+description = "Quick profile (speed + the quick case set) against the embedded SmolLM2-135M demo model"
 [[providers]]
 name = "demo"
 base_url = "{base_url}"
@@ -155,6 +155,9 @@ prompts = ["short", "medium", "long"]
 warmup = 1
 repeats = 3
 max_tokens = 128
+[cases]
+select = ["quick"]
+max_tokens = 384
 [limits]
 idle_timeout_s = 60
 request_timeout_s = 300
@@ -162,6 +165,6 @@ request_timeout_s = 300
 
 
 def quick_profile_text(base_url: str, name: str = "demo") -> str:
-    """The quick profile the demo runs (speed only until the case library exists)."""
+    """The quick profile the demo runs: speed, then the quick case set."""
     return QUICK_PROFILE.format(name=name, base_url=base_url, alias=DEMO_ALIAS,
                                 model_path=str(demo_model_path()).replace("\\", "/"))

@@ -20,7 +20,8 @@ from typing import Any, TextIO
 
 from . import __version__
 from .config import load_config
-from .engine.events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted
+from .engine.events import (CaseFinished, ModelFinished, Notice, RequestFinished, RequestStarted,
+                            RunFinished, RunStarted)
 from .engine.metrics import NS
 from .engine.rundoc import SCHEMA_VERSION, now_iso
 from .engine.runner import Runner
@@ -84,6 +85,11 @@ class ProgressPrinter:
         elif isinstance(event, RequestStarted):
             self.current = event
             self.tick()
+        elif isinstance(event, CaseFinished):
+            self.current = None
+            case = event.record["case"]
+            self._print(f"[{event.index}/{event.total}] {event.model} case {event.case_id}: "
+                        f"{case['status']}: {case['reason']}")
         elif isinstance(event, RequestFinished):
             self.current = None
             if not self.tty or not event.record["request"]["ok"]:
@@ -135,12 +141,32 @@ class ProgressPrinter:
         print(text, file=self.out, flush=True)
 
 
-def prepare(profile_path: Path, resume: str | None) -> tuple[Profile, list[Target], Any, dict[str, Any], bool]:
-    """Load config and profile, then create or reopen the run: (profile, targets, handle, meta, resumed)."""
+def load_cases(profile: Profile, config: Any, profile_path: Path, source: str) -> tuple[list[Any], Any]:
+    """The selected cases (validated) and the library; unknown selections are usage errors."""
+    if not profile.cases.select:
+        return [], None
+    from .cases.loader import builtin_cases_dir, load_library
+    from .tomlfile import key_lines, line_of
+
+    dirs = [builtin_cases_dir(), *(Path(d).expanduser() for d in config.case_dirs)]
+    library = load_library(dirs)
+    unknown = library.unknown_tokens(profile.cases.select)
+    if unknown:
+        line = line_of(key_lines(source), ("cases", "select"))
+        where = f"{profile_path}:{line}" if line else str(profile_path)
+        known = ", ".join(library.sets()) or "none"
+        raise ConfigError(f"{where}: cases.select: no case matches {', '.join(map(repr, unknown))} (sets: {known})")
+    return library.select(profile.cases.select), library
+
+
+def prepare(profile_path: Path, resume: str | None) -> tuple[Profile, list[Target], Any, dict[str, Any], bool, list[Any], Any]:
+    """Load config, profile and cases, then create or reopen the run:
+    (profile, targets, handle, meta, resumed, cases, library)."""
     loc = locations()
     config = load_config(loc.config_file)
     profile, source = load_profile(profile_path)
     targets = resolve_targets(profile, config, profile_path, source)
+    cases, library = load_cases(profile, config, profile_path, source)
     store = RunStore(loc.runs_dir)
     if resume:
         handle = store.open(resume)
@@ -155,24 +181,50 @@ def prepare(profile_path: Path, resume: str | None) -> tuple[Profile, list[Targe
                 f"(hash {profile.content_hash()} vs {meta.get('profile_hash')}); resume needs the "
                 "same profile. Run without --resume to start a new run."
             )
+        if library is not None and meta.get("fingerprint", {}).get("case_set_revision") not in (None, library.revision):
+            handle.close()
+            raise ConfigError(f"run {resume} was started with case-set revision "
+                              f"{meta['fingerprint']['case_set_revision']}, the library is now {library.revision}: "
+                              "resume needs the same cases. Run without --resume to start a new run.")
         meta = {k: v for k, v in meta.items() if k not in ("models", "totals", "updated_at")}
         meta["targets"] = new_meta(resume, profile, targets)["targets"]
         meta.setdefault("resumes", []).append(now_iso())
-        return profile, targets, handle, meta, True
+        return profile, targets, handle, meta, True, cases, library
     run_id = store.new_run_id(profile.name)
     handle = store.create(run_id)
-    return profile, targets, handle, new_meta(run_id, profile, targets), False
+    meta = new_meta(run_id, profile, targets)
+    if library is not None:
+        meta["fingerprint"]["case_set_revision"] = library.revision
+    return profile, targets, handle, meta, False, cases, library
+
+
+def make_sandbox(cases: list[Any], allow_unsandboxed: bool, meta: dict[str, Any], printer: Any) -> Any:
+    """A sandbox when any selected case runs code; its state goes into the fingerprint."""
+    if not any(c.grader_kind == "exec" or "exec" in str(c.grader) for c in cases):
+        return None
+    from .sandbox import Sandbox
+
+    sandbox = Sandbox(allow_unsandboxed=allow_unsandboxed)
+    check = sandbox.check()
+    meta["fingerprint"]["sandbox"] = {"ok": check.ok, "bwrap": check.bwrap, "version": check.version,
+                                      "problems": check.problems, "allow_unsandboxed": allow_unsandboxed}
+    if not check.ok:
+        what = ("running code cases WITHOUT a sandbox (--allow-unsandboxed): results are marked unsandboxed"
+                if allow_unsandboxed else "code cases will be skipped")
+        printer(Notice("warning", f"sandbox unusable: {'; '.join(check.problems)}; {what}"))
+    return sandbox
 
 
 def run_headless(profile_path: Path, resume: str | None = None, json_out: Path | None = None,
                  stdout: TextIO | None = None, stderr: TextIO | None = None,
-                 resume_hint: bool = True) -> int:
+                 resume_hint: bool = True, allow_unsandboxed: bool = False) -> int:
     """Run a profile headless; returns the process exit code."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    profile, targets, handle, meta, resumed = prepare(profile_path, resume)
+    profile, targets, handle, meta, resumed, cases, _library = prepare(profile_path, resume)
     printer = ProgressPrinter(stderr)
-    runner = Runner(profile, targets, handle, meta, [printer], resumed=resumed)
+    sandbox = make_sandbox(cases, allow_unsandboxed, meta, printer)
+    runner = Runner(profile, targets, handle, meta, [printer], resumed=resumed, cases=cases, sandbox=sandbox)
     if handle.torn_tail:
         printer(Notice("warning", f"dropped a torn last record ({len(handle.torn_tail)} bytes, kept aside)"))
     try:

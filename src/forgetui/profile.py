@@ -69,7 +69,12 @@ class SpeedSection(StrictModel):
 
 class CasesSection(StrictModel):
     select: list[str] = Field(
-        default_factory=list, description="Case sets, categories, tags or ids; empty = speed only."
+        default_factory=list,
+        description="Case sets, categories, tags or ids ('-x' removes); empty = speed only.",
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=16,
+        description="Cap every case's max_tokens (a cut-off answer fails as TRUNCATED, never silently).",
     )
 
 

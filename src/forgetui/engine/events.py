@@ -52,6 +52,15 @@ class RequestFinished:
 
 
 @dataclass(frozen=True)
+class CaseFinished:
+    model: str
+    case_id: str
+    index: int
+    total: int
+    record: dict[str, Any] = field(compare=False)
+
+
+@dataclass(frozen=True)
 class ModelFinished:
     model: str
     summary: dict[str, Any] = field(compare=False)
@@ -67,5 +76,5 @@ class RunFinished:
     document: dict[str, Any] = field(compare=False)
 
 
-Event = RunStarted | Notice | RequestStarted | RequestFinished | ModelFinished | RunFinished
+Event = RunStarted | Notice | RequestStarted | RequestFinished | CaseFinished | ModelFinished | RunFinished
 Sink = Callable[[Event], None]

@@ -24,9 +24,12 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
     """The whole run as one JSON document (the public results contract, docs/results-format.md)."""
     model_errors = model_errors or {}
     by_model: dict[str, list[dict[str, Any]]] = {}
+    cases_by_model: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
         if rec.get("kind") == "speed_request":
             by_model.setdefault(rec["model"], []).append(rec)
+        elif rec.get("kind") == "case_result":
+            cases_by_model.setdefault(rec["model"], []).append(rec["case"])
     models = []
     for target in meta["targets"]:
         label = target["model"]
@@ -39,7 +42,8 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
             "model_info": target.get("model_info"),
             "lifecycle": target.get("lifecycle"),
             "speed": _speed_section(recs, speed),
-            "cases": [],
+            "cases": cases_by_model.get(label, []),
+            "cases_summary": cases_summary(cases_by_model.get(label, [])),
         })
     requests = [r["request"] for r in records if r.get("kind") == "speed_request" and r.get("counted")]
     doc = {k: v for k, v in meta.items() if k != "targets"}
@@ -52,8 +56,32 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
         "errors": sum(1 for r in requests if not r.get("ok")),
         "completion_tokens": sum(r.get("completion_tokens") or 0 for r in requests),
         "prompt_tokens": sum(r.get("prompt_tokens") or 0 for r in requests),
+        "cases": sum(len(v) for v in cases_by_model.values()),
+        "cases_passed": sum(1 for v in cases_by_model.values() for c in v if c["status"] == "pass"),
+        "cases_failed": sum(1 for v in cases_by_model.values() for c in v if c["status"] in ("fail", "error")),
     }
     return doc
+
+
+def cases_summary(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Pass/fail/error/skipped per category, and the quick set's two scores (tags ability, agent)."""
+    if not cases:
+        return None
+    by_category: dict[str, dict[str, int]] = {}
+    for case in cases:
+        counts = by_category.setdefault(case["category"], {"pass": 0, "fail": 0, "error": 0, "skipped": 0})
+        counts[case["status"]] = counts.get(case["status"], 0) + 1
+    scores = {}
+    for tag, name in (("ability", "ability_score"), ("agent", "agent_fitness_score")):
+        tagged = [c for c in cases if tag in (c.get("tags") or [])]
+        if tagged:
+            scores[name] = {"passed": sum(1 for c in tagged if c["status"] == "pass"), "of": len(tagged)}
+    return {
+        "total": len(cases),
+        "passed": sum(1 for c in cases if c["status"] == "pass"),
+        "by_category": dict(sorted(by_category.items())),
+        **scores,
+    }
 
 
 def _speed_section(recs: list[dict[str, Any]], speed: Any) -> dict[str, Any] | None:

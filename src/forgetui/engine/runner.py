@@ -15,6 +15,7 @@ from ..errors import ExitCode
 from ..profile import Profile, Target
 from .client import ClientLimits, StreamClient, StreamProgress
 from .events import ModelFinished, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
+from .cases_run import CaseRunner, case_key
 from .rundoc import SCHEMA_VERSION, build_document, now_iso
 from .servers import Servers
 from .speed import (PlannedRequest, baseline_from, build_request, plan_model, prune_done,
@@ -36,13 +37,17 @@ class Runner:
     """Runs one profile into one run directory (new or resumed)."""
 
     def __init__(self, profile: Profile, targets: list[Target], handle: Any,
-                 meta: dict[str, Any], sinks: Iterable[Sink] = (), resumed: bool = False) -> None:
+                 meta: dict[str, Any], sinks: Iterable[Sink] = (), resumed: bool = False,
+                 cases: list[Any] | None = None, sandbox: Any = None) -> None:
         self.profile = profile
         self.targets = targets
         self.handle = handle
         self.meta = meta
         self.sinks = list(sinks)
         self.resumed = resumed
+        #: Selected ability cases (already loaded and validated) and the sandbox for exec cases.
+        self.cases = cases or []
+        self.sandbox = sandbox
         self.model_errors: dict[str, str] = {}
         self._seq = itertools.count(len(handle.records))
         self.current: StreamProgress | None = None
@@ -74,6 +79,9 @@ class Runner:
             counted = [p for p in full if p.counted]
             already += sum(1 for p in counted if p.key in done)
             total += len(counted) + sum(1 for p in plans[t.label] if not p.counted)
+        case_plans = {t.label: [c for c in self.cases if case_key(t.label, c.id) not in done] for t in self.targets}
+        total += len(self.cases) * len(self.targets)
+        already += sum(len(self.cases) - len(case_plans[t.label]) for t in self.targets)
         self._index = already
         self._total = total
         self._save("running")
@@ -90,12 +98,15 @@ class Runner:
                     if target.label in self.model_errors:
                         self.emit(ModelFinished(target.label, {}, self.model_errors[target.label]))
                         continue
-                    if not plans[target.label]:
+                    if not plans[target.label] and not case_plans[target.label]:
                         continue
                     lifecycle = await self.servers.isolate(target, self.profile.lifecycle.isolate)
                     target_meta["lifecycle"] = lifecycle
                     try:
                         await self._run_model(client, target, plans[target.label])
+                        if case_plans[target.label]:
+                            await self._case_runner(client, target).run(case_plans[target.label])
+                        self._model_done(target)
                     finally:
                         if self.profile.lifecycle.restore:
                             await self.servers.restore(target, lifecycle)
@@ -116,9 +127,30 @@ class Runner:
         requests = [r for m in doc["models"] for p in (m["speed"] or {}).get("prompts", []) for r in p["requests"]]
         if requests and all(r.get("outcome") == "connect_error" for r in requests):
             return ExitCode.CONNECTION
-        if totals["errors"] or self.model_errors:
+        if totals["errors"] or self.model_errors or totals.get("cases_failed"):
             return ExitCode.FAILURES
         return ExitCode.OK
+
+    def _append(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Number and store a record (fsynced) before anyone hears of it."""
+        record = {**record, "seq": next(self._seq), "run_id": self.handle.run_id}
+        self.handle.append(record)
+        return record
+
+    def _next_index(self) -> int:
+        self._index += 1
+        return self._index
+
+    def _case_runner(self, client: StreamClient, target: Target) -> CaseRunner:
+        return CaseRunner(client=client, dialect=self.servers.dialect(target), target=target,
+                          sandbox=self.sandbox, append=self._append, emit=self.emit,
+                          counter=self._next_index, total=self._total,
+                          max_tokens_cap=self.profile.cases.max_tokens)
+
+    def _model_done(self, target: Target) -> None:
+        doc = self.document()
+        summary = next((m for m in doc["models"] if m["model"] == target.label), {})
+        self.emit(ModelFinished(target.label, summary, None))
 
     async def _run_model(self, client: StreamClient, target: Target, plan: list[PlannedRequest]) -> None:
         speed = self.profile.speed
@@ -133,33 +165,27 @@ class Runner:
             request = dialect.prepare(request, "speed")
             progress = StreamProgress()
             self.current = progress
-            self._index += 1
+            index = self._next_index()
             self.emit(RequestStarted(target.label, planned.phase, planned.prompt, planned.repeat,
-                                     self._index, self._total, progress))
+                                     index, self._total, progress))
             result = await client.chat_stream(request, progress)
             await dialect.finalize(request, result)
             req = request_record(request, result, baseline)
-            record = {
+            record = self._append({
                 "schema_version": SCHEMA_VERSION,
                 "kind": "speed_request",
                 "key": planned.key,
                 "counted": planned.counted,
-                "seq": next(self._seq),
                 "ts": now_iso(),
-                "run_id": self.handle.run_id,
                 "model": target.label,
                 "phase": planned.phase,
                 "prompt": planned.prompt,
                 "repeat": planned.repeat,
                 "request": req,
-            }
-            self.handle.append(record)
+            })
             if planned.phase == "baseline":
                 recs.append(req)
                 baseline = baseline_from(recs)
             self.emit(RequestFinished(target.label, planned.phase, planned.prompt, planned.repeat,
-                                      self._index, self._total, record))
+                                      index, self._total, record))
         self.current = None
-        doc = self.document()
-        summary = next((m for m in doc["models"] if m["model"] == target.label), {})
-        self.emit(ModelFinished(target.label, summary, None))

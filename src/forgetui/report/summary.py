@@ -73,6 +73,27 @@ def model_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cases_lines(doc: dict[str, Any]) -> list[str]:
+    """Per model: cases passed by category, the quick set's scores, and every non-pass with its reason."""
+    lines: list[str] = []
+    for model in doc.get("models", []):
+        summary = model.get("cases_summary")
+        if not summary:
+            continue
+        cats = ", ".join(f"{cat} {c['pass']}/{sum(c.values())}" for cat, c in summary["by_category"].items())
+        lines.append(f"{model['model']}: {summary['passed']}/{summary['total']} cases passed ({cats})")
+        if "ability_score" in summary:
+            score = summary["ability_score"]
+            lines.append(f"Ability Score: {score['passed']}/{score['of']}")
+        if "agent_fitness_score" in summary:
+            score = summary["agent_fitness_score"]
+            lines.append(f"Agent Fitness Score: {score['passed']}/{score['of']}")
+        for case in model.get("cases", []):
+            if case["status"] != "pass":
+                lines.append(f"  {case['status'].upper():<7} {case['case_id']}: {case['reason']}")
+    return lines
+
+
 def summary_table(doc: dict[str, Any]) -> str:
     """One row per model and prompt: TTFT, decode and prefill rates, tokens and flags."""
     header = ["model", "prompt", "ok", "ttft med", "ttft p95", "decode tok/s", "+/-", "prefill tok/s", "tokens", "flags"]
@@ -101,14 +122,18 @@ def summary_table(doc: dict[str, Any]) -> str:
                 _stat(s["completion_tokens"], "median", ".0f"),
                 ", ".join(s["flags"]),
             ])
-    if not rows:
+    case_lines = cases_lines(doc)
+    if not rows and not case_lines:
         return "No results."
     facts = model_lines(doc)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [*facts, ""] if facts else []
-    lines.append("  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip())
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip())
+        lines.append("  ".join("-" * w for w in widths))
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if case_lines:
+        lines += ["", *case_lines]
     totals = doc.get("totals", {})
     lines.append("")
     lines.append(

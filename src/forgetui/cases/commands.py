@@ -1,0 +1,147 @@
+"""``forgetui cases list|show|verify``: browse the library and prove every case is right.
+
+``verify`` grades each case's reference answer (it must pass; code runs in the real sandbox),
+each listed wrong answer (each must fail: the tests have teeth), and re-derives answers with the
+case's brute-force program where it has one. A case that cannot be verified is a problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ExitCode
+from .loader import CaseLibrary, builtin_cases_dir, describe_case, load_library
+from .schema import Case
+
+
+def library_for_cli() -> CaseLibrary:
+    from ..config import load_config
+    from ..paths import locations
+
+    config = load_config(locations().config_file)
+    return load_library([builtin_cases_dir(), *(Path(d).expanduser() for d in config.case_dirs)])
+
+
+def run_list(out: TextIO, category: str | None = None, hard: bool = False) -> int:
+    lib = library_for_cli()
+    rows = [c for c in lib.cases if (category is None or c.category == category) and (not hard or c.hard)]
+    for case in rows:
+        print(f"{case.id:<40} {case.category:<10} {'hard' if case.hard else 'easy':<5} "
+              f"{case.grader_kind:<12} {','.join(case.sets)}", file=out)
+    print(f"{len(rows)} case(s); revision {lib.revision}; sets: "
+          + ", ".join(f"{k} {v}" for k, v in lib.sets().items()), file=out)
+    for problem in lib.problems:
+        print(f"problem: {problem}", file=out)
+    return int(ExitCode.OK if not lib.problems else ExitCode.FAILURES)
+
+
+def run_show(out: TextIO, case_id: str) -> int:
+    lib = library_for_cli()
+    case = lib.by_id(case_id)
+    if case is None:
+        print(f"no case {case_id!r} (forgetui cases list)", file=out)
+        return int(ExitCode.USAGE)
+    info = describe_case(case)
+    print(f"{info['id']}  [{info['category']}, {'hard' if info['hard'] else 'easy'}]  {info['source']}", file=out)
+    print(f"sets: {', '.join(info['sets'])}   tags: {', '.join(info['tags']) or '-'}   max_tokens: {info['max_tokens']}", file=out)
+    for message in info["messages"]:
+        print(f"\n--- {message['role']} ---\n{message['content']}", file=out)
+    print("\n--- grader ---\n" + json.dumps(info["grader"], indent=2, ensure_ascii=False), file=out)
+    if info["verify"]["reference"]:
+        print("\n--- reference answer ---\n" + info["verify"]["reference"], file=out)
+    return int(ExitCode.OK)
+
+
+async def verify_case(case: Case, sandbox: Any) -> tuple[list[str], dict[str, int]]:
+    """Problems found and counts (references, rederived, wrong_rejected) for one case."""
+    from ..grading import registry
+
+    problems: list[str] = []
+    counts = {"references": 0, "rederived": 0, "wrong_rejected": 0}
+    where = f"{case.source}:{case.line} {case.id}"
+    spec_problems = getattr(case.params, "problems", None)
+    if callable(spec_problems):
+        problems += [f"{where}: {p}" for p in spec_problems()]
+    if case.grader_kind == "judge":
+        return problems, counts  # judged against a reference by a model: nothing to execute
+    if not case.verify.reference:
+        problems.append(f"{where}: no verify.reference answer")
+    else:
+        verdict = await registry.grade(case.grader_kind, case.params, case.verify.reference, sandbox=sandbox)
+        counts["references"] += 1
+        if verdict.status != "pass":
+            problems.append(f"{where}: the reference answer does not pass: {verdict.status}: {verdict.reason}")
+    if not case.verify.wrong and case.category != "chat":
+        problems.append(f"{where}: no verify.wrong answers (a case needs proof its checks have teeth)")
+    for index, wrong in enumerate(case.verify.wrong):
+        verdict = await registry.grade(case.grader_kind, case.params, wrong, sandbox=sandbox)
+        if verdict.status == "fail":
+            counts["wrong_rejected"] += 1
+        else:
+            problems.append(f"{where}: wrong answer #{index + 1} is not rejected ({verdict.status}: {verdict.reason})")
+    if case.verify.brute_force:
+        derived = await _rederive(case, sandbox)
+        counts["rederived"] += 1
+        if derived is not None:
+            problems.append(f"{where}: {derived}")
+    return problems, counts
+
+
+async def _rederive(case: Case, sandbox: Any) -> str | None:
+    """Run the brute-force program in the sandbox; None when it agrees with the case's answer."""
+    result = await sandbox.run("python", case.verify.brute_force or "")
+    if result.status != "ok":
+        return f"brute_force program failed: {result.reason}"
+    printed = result.stdout.strip()
+    params = case.params
+    if hasattr(params, "solution"):
+        try:
+            return None if json.loads(printed) == params.solution else f"brute force found {printed}, case says {params.solution}"
+        except json.JSONDecodeError:
+            return f"brute_force printed no JSON: {printed[:80]!r}"
+    if hasattr(params, "answer"):
+        try:
+            value = float(printed.splitlines()[-1])
+        except (ValueError, IndexError):
+            return f"brute_force printed no number: {printed[:80]!r}"
+        return None if abs(value - float(params.answer)) <= getattr(params, "tolerance", 0) else \
+            f"brute force found {printed}, case says {params.answer}"
+    if hasattr(params, "expected"):
+        return None if printed == str(params.expected) else f"brute force found {printed!r}, case says {params.expected!r}"
+    return "brute_force given but this grader has no answer to compare with"
+
+
+def run_verify(out: TextIO, only: list[str] | None = None) -> int:
+    """Verify the library; non-zero exit on any problem."""
+    from ..sandbox import Sandbox
+
+    lib = library_for_cli()
+    cases = lib.select(only) if only else lib.cases
+    sandbox = Sandbox()
+    check = sandbox.check()
+    problems = list(lib.problems)
+    if not check.ok:
+        problems.append("sandbox unusable, code cases cannot be verified: " + "; ".join(check.problems))
+    totals = {"references": 0, "rederived": 0, "wrong_rejected": 0}
+    # Files that did not load are problems of cases that are not in the list: count them too.
+    with_problems = len(lib.problems)
+
+    async def all_cases() -> None:
+        nonlocal with_problems
+        for case in cases:
+            found, counts = await verify_case(case, sandbox if check.ok else None)
+            problems.extend(found)
+            with_problems += bool(found)
+            for key, value in counts.items():
+                totals[key] += value
+
+    asyncio.run(all_cases())
+    for problem in problems:
+        print(f"problem: {problem}", file=out)
+    print(f"{len(cases)} cases checked, {with_problems} with problems ({totals['references']} reference "
+          f"solutions executed, {totals['rederived']} answers re-derived, {totals['wrong_rejected']} wrong "
+          f"solutions rejected)", file=out)
+    return int(ExitCode.OK if not problems else ExitCode.FAILURES)

@@ -1,0 +1,113 @@
+"""Ability cases for one model: ask each selected case, grade the answer, store the verdict.
+
+Cases of one model run concurrently up to the provider's ``concurrency`` (speed runs never do).
+A request that failed (connection, HTTP, stall) is an ``error`` with the client's reason, never a
+``fail``: the model was not wrong, the server was. Each case result is appended to the run's
+records (fsynced) before it is reported, like speed requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from ..cases.schema import Case
+from ..grading import registry
+from ..profile import Target
+from .client import ChatRequest, StreamClient, StreamProgress
+from .events import CaseFinished, RequestStarted
+from .metrics import NS
+from .rundoc import SCHEMA_VERSION, now_iso
+
+
+def case_key(model: str, case_id: str) -> str:
+    return f"{model}|case|{case_id}"
+
+
+class CaseRunner:
+    """Runs the cases of one target and writes one ``case_result`` record per case."""
+
+    def __init__(self, *, client: StreamClient, dialect: Any, target: Target, sandbox: Any,
+                 append: Callable[[dict[str, Any]], dict[str, Any]], emit: Callable[[Any], None],
+                 counter: Callable[[], int], total: int, max_tokens_cap: int | None = None) -> None:
+        self.client = client
+        self.dialect = dialect
+        self.target = target
+        self.sandbox = sandbox
+        self.append = append
+        self.emit = emit
+        self.counter = counter
+        self.total = total
+        self.max_tokens_cap = max_tokens_cap
+
+    async def run(self, cases: list[Case]) -> None:
+        gate = asyncio.Semaphore(self.target.provider.concurrency)
+
+        async def one(case: Case) -> None:
+            async with gate:
+                await self.run_case(case)
+
+        await asyncio.gather(*(one(case) for case in cases))
+
+    async def run_case(self, case: Case) -> None:
+        prov = self.target.provider
+        request = ChatRequest(
+            base_url=prov.base_url, model=self.target.model_id, messages=case.chat_messages(),
+            max_tokens=min(case.max_tokens, self.max_tokens_cap or case.max_tokens), temperature=0.0, extra_body=dict(prov.extra_body),
+            api_key=prov.api_key(),
+        )
+        request = self.dialect.prepare(request, "case")
+        progress = StreamProgress()
+        index = self.counter()
+        self.emit(RequestStarted(self.target.label, "case", case.id, 0, index, self.total, progress))
+        result = await self.client.chat_stream(request, progress)
+        await self.dialect.finalize(request, result)
+        acc = result.acc
+        usage = acc.usage or {}
+        details_tokens = usage.get("completion_tokens_details") or {}
+        if result.outcome == "finished" or (result.outcome == "truncated" and acc.finish_reason):
+            verdict = await registry.grade(
+                case.grader_kind, case.params, acc.content,
+                finish_reason=acc.finish_reason,
+                completion_tokens=usage.get("completion_tokens"),
+                reasoning_tokens=details_tokens.get("reasoning_tokens"),
+                sandbox=self.sandbox,
+            )
+            status, reason, details = verdict.status, verdict.reason, dict(verdict.details)
+        else:
+            status, reason, details = "error", f"request failed: {result.outcome}: {result.error}", {}
+        t0 = result.t_sent_ns
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "case_result",
+            "key": case_key(self.target.label, case.id),
+            "counted": True,
+            "ts": now_iso(),
+            "model": self.target.label,
+            "case": {
+                "case_id": case.id,
+                "category": case.category,
+                "hard": case.hard,
+                "tags": case.tags,
+                "grader": case.grader_kind,
+                "status": status,
+                "reason": reason,
+                "prompt": request.messages,
+                "response": acc.content,
+                "reasoning": acc.reasoning,
+                "tool_calls": [c.as_dict() for c in acc.tool_calls],
+                "extracted": details.pop("extracted", None),
+                "expected": details.pop("expected", None),
+                "details": details,
+                "usage": acc.usage,
+                "timings": acc.timings,
+                "response_id": acc.response_id,
+                "finish_reason": acc.finish_reason,
+                "outcome": result.outcome,
+                "error": result.error,
+                "ttft_s": (acc.t_first_token_ns - t0) / NS if t0 and acc.t_first_token_ns else None,
+                "e2e_s": (acc.t_last_token_ns - t0) / NS if t0 and acc.t_last_token_ns else None,
+            },
+        }
+        stored = self.append(record)
+        self.emit(CaseFinished(self.target.label, case.id, index, self.total, stored))
