@@ -52,6 +52,7 @@ class Script:
     content_tokens: int = 32  # capped by the request's max_tokens -> finish_reason "length"
     content_text: str | None = None  # if set, the answer is this text (one token per word), not w0 w1 ...
     answers: dict[str, str] = field(default_factory=dict)  # prompt substring -> answer text (first match wins)
+    tool_answers: dict[str, list[dict]] = field(default_factory=dict)  # prompt substring -> tool_calls
     tokens_per_event: int = 1  # several tokens per SSE event (speculative decoding style)
     gap_s: float = 0.01  # between consecutive token-bearing events
     tool_calls: list[dict] | None = None  # [{"name": ..., "arguments": {...} or "json"}], after content
@@ -544,6 +545,9 @@ class FakeServer:
         answer = next((text for key, text in script.answers.items() if json.dumps(key)[1:-1] in prompt), None)
         if answer is not None:
             script = dataclasses.replace(script, content_text=answer)
+        calls = next((c for key, c in script.tool_answers.items() if json.dumps(key)[1:-1] in prompt), None)
+        if calls is not None:
+            script = dataclasses.replace(script, tool_calls=calls, content_tokens=0, content_text=script.content_text or "")
         plan, finish = _plan(script, body.get("max_completion_tokens", body.get("max_tokens")), log.n)
         if body.get("stream"):
             await self._stream(ex, script, plan, finish)

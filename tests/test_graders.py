@@ -424,8 +424,8 @@ def test_constraints_strip_reasoning_and_lead_in() -> None:
 
 def test_registry_covers_every_kind() -> None:
     assert set(GRADER_KINDS) == {"exec", "numeric", "exact", "contains", "any_of", "forbid", "json",
-                                 "constraints", "judge", "assignments", "all"}
-    assert set(registry._PURE) | {"exec", "all"} == set(GRADER_KINDS)
+                                 "constraints", "judge", "assignments", "all", "tool_calls"}
+    assert set(registry._PURE) | {"exec", "all", "tool_calls"} == set(GRADER_KINDS)
     for model in GRADER_KINDS.values():
         assert issubclass(model, StrictModel)
 
@@ -471,6 +471,8 @@ VALID = {
     "constraints": {"checks": [{"kind": "word_count", "max": 5}]},
     "judge": {"reference": "Because of fan-out in the join."},
     "assignments": {"subjects": ["Ann", "Bo"], "values": ["cat", "dog"], "solution": {"Ann": "cat", "Bo": "dog"}},
+    "tool_calls": {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+                   "none": True},
     "all": {"graders": [{"kind": "numeric", "answer": 42}, {"kind": "constraints",
                                                              "checks": [{"kind": "word_count", "max": 5}]}]},
 }
@@ -485,6 +487,7 @@ PASSING = {
     "constraints": "short and sweet",
     "judge": "The join fans out.",
     "assignments": "Ann has the cat and Bo has the dog.",
+    "tool_calls": "That tool cannot do this, so I will not call it.",
     "all": "Answer: 42",
 }
 

@@ -67,6 +67,8 @@ async def verify_case(case: Case, sandbox: Any) -> tuple[list[str], dict[str, in
         problems += [f"{where}: {p}" for p in spec_problems()]
     if case.grader_kind == "judge":
         return problems, counts  # judged against a reference by a model: nothing to execute
+    if case.grader_kind == "tool_calls":
+        return problems + await _verify_tool_case(case, where, counts), counts
     if not case.verify.reference:
         problems.append(f"{where}: no verify.reference answer")
     else:
@@ -88,6 +90,36 @@ async def verify_case(case: Case, sandbox: Any) -> tuple[list[str], dict[str, in
         if derived is not None:
             problems.append(f"{where}: {derived}")
     return problems, counts
+
+
+def as_tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """{name, arguments} as written in a case file -> the shape the client records."""
+    return [{"index": i, "id": f"call_{i}", "type": "function", "name": c.get("name"),
+             "arguments": json.dumps(c.get("arguments", {})), "arguments_parsed": c.get("arguments", {})}
+            for i, c in enumerate(calls)]
+
+
+async def _verify_tool_case(case: Case, where: str, counts: dict[str, int]) -> list[str]:
+    """The reference calls pass, every wrong call list fails (schemas were checked at load)."""
+    from ..grading import registry
+
+    problems = []
+    if case.verify.reference_calls is None:
+        return [f"{where}: no verify.reference_calls (use [] for a no-call trap)"]
+    verdict = await registry.grade(case.grader_kind, case.params, case.verify.reference or "",
+                                   tool_calls=as_tool_calls(case.verify.reference_calls))
+    counts["references"] += 1
+    if verdict.status != "pass":
+        problems.append(f"{where}: the reference calls do not pass: {verdict.reason}")
+    if not case.verify.wrong_calls:
+        problems.append(f"{where}: no verify.wrong_calls (a case needs proof its checks have teeth)")
+    for index, wrong in enumerate(case.verify.wrong_calls):
+        verdict = await registry.grade(case.grader_kind, case.params, "", tool_calls=as_tool_calls(wrong))
+        if verdict.status == "fail":
+            counts["wrong_rejected"] += 1
+        else:
+            problems.append(f"{where}: wrong calls #{index + 1} are not rejected ({verdict.reason})")
+    return problems
 
 
 async def _rederive(case: Case, sandbox: Any) -> str | None:

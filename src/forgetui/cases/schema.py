@@ -47,6 +47,12 @@ class VerifySection(_Strict):
     brute_force: str | None = Field(
         default=None, description="Python that prints the expected answer, re-derived independently."
     )
+    reference_calls: list[dict[str, Any]] | None = Field(
+        default=None, description="Tool cases: the calls of the reference answer ({name, arguments})."
+    )
+    wrong_calls: list[list[dict[str, Any]]] = Field(
+        default_factory=list, description="Tool cases: call lists that must fail."
+    )
 
 
 class Case(_Strict):

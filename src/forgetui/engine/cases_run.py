@@ -56,6 +56,8 @@ class CaseRunner:
             max_tokens=min(case.max_tokens, self.max_tokens_cap or case.max_tokens), temperature=0.0, extra_body=dict(prov.extra_body),
             api_key=prov.api_key(),
         )
+        if case.grader_kind == "tool_calls":
+            request.extra_body.setdefault("tools", case.params.tools)
         request = self.dialect.prepare(request, "case")
         progress = StreamProgress()
         index = self.counter()
@@ -72,6 +74,7 @@ class CaseRunner:
                 completion_tokens=usage.get("completion_tokens"),
                 reasoning_tokens=details_tokens.get("reasoning_tokens"),
                 sandbox=self.sandbox,
+                tool_calls=[c.as_dict() for c in acc.tool_calls],
             )
             status, reason, details = verdict.status, verdict.reason, dict(verdict.details)
         else:

@@ -27,6 +27,7 @@ from forgetui.config import StrictModel
 from forgetui.sandbox import Limits
 
 from .assignments import AssignmentsParams, grade_assignments
+from .toolcalls import ToolCallsParams, grade_tool_calls
 from .answers import (
     AnyOfParams,
     ContainsParams,
@@ -162,6 +163,7 @@ async def grade_all(params: AllParams, response: str, sandbox: Any) -> Verdict:
 GRADER_KINDS: dict[str, type[BaseModel]] = {
     "all": AllParams,
     "assignments": AssignmentsParams,
+    "tool_calls": ToolCallsParams,
     "exec": ExecParams,
     "numeric": NumericParams,
     "exact": ExactParams,
@@ -286,7 +288,7 @@ def _expected(kind: str, params: Any) -> Any:
 
 async def grade(kind: str, params: BaseModel, response: str, *, finish_reason: str | None = None,
                 completion_tokens: int | None = None, reasoning_tokens: int | None = None,
-                sandbox: Any = None) -> Verdict:
+                sandbox: Any = None, tool_calls: list[dict[str, Any]] | None = None) -> Verdict:
     """Grade ``response`` with the ``kind`` grader and its parsed ``params``.
 
     ``finish_reason``/``completion_tokens``/``reasoning_tokens`` come from the server; they
@@ -302,6 +304,17 @@ async def grade(kind: str, params: BaseModel, response: str, *, finish_reason: s
     meta = {"finish_reason": finish_reason, "completion_tokens": completion_tokens,
             "reasoning_tokens": reasoning_tokens}
     visible = strip_reasoning(response).strip()
+    if kind == "tool_calls":
+        # Judged on the structured calls, which carry no visible text: the empty-answer rule does
+        # not apply, truncation still does.
+        if finish_reason == "length":
+            return Verdict.failed(f"{_truncated_head(completion_tokens, reasoning_tokens)}; the calls were cut off",
+                                  {"extracted": tool_calls, "expected": None, **meta, "truncated": True})
+        try:
+            verdict = grade_tool_calls(params, response, tool_calls)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - a grader bug must not look like a wrong answer
+            return Verdict.error(f"grader error: {type(exc).__name__}: {exc}", meta)
+        return dataclasses.replace(verdict, details={**verdict.details, **meta})
     try:
         if finish_reason == "length":
             if visible:
