@@ -69,6 +69,8 @@ async def verify_case(case: Case, sandbox: Any) -> tuple[list[str], dict[str, in
         return problems, counts  # judged against a reference by a model: nothing to execute
     if case.grader_kind == "tool_calls":
         return problems + await _verify_tool_case(case, where, counts), counts
+    if case.generated is not None:
+        return problems + await _verify_generated(case, where, counts), counts
     if not case.verify.reference:
         problems.append(f"{where}: no verify.reference answer")
     else:
@@ -90,6 +92,28 @@ async def verify_case(case: Case, sandbox: Any) -> tuple[list[str], dict[str, in
         if derived is not None:
             problems.append(f"{where}: {derived}")
     return problems, counts
+
+
+async def _verify_generated(case: Case, where: str, counts: dict[str, int]) -> list[str]:
+    """Rebuild a long-context case from its seed; its answer must pass and near misses must fail."""
+    from ..grading import registry
+    from .longctx import GenerateSpec, check
+
+    problems = [f"{where}: {p}" for p in check(GenerateSpec.model_validate(case.generate), case.generated)]
+    counts["rederived"] += 1
+    answer = case.generated.answer
+    reference = case.verify.reference or f"I went through the whole text.\n\nFinal answer: {answer}"
+    verdict = await registry.grade(case.grader_kind, case.params, reference)
+    counts["references"] += 1
+    if verdict.status != "pass":
+        problems.append(f"{where}: the reference answer does not pass: {verdict.reason}")
+    for wrong in case.verify.wrong or [f"Final answer: {answer + 1}", f"Final answer: {answer - 1}"]:
+        verdict = await registry.grade(case.grader_kind, case.params, wrong)
+        if verdict.status == "fail":
+            counts["wrong_rejected"] += 1
+        else:
+            problems.append(f"{where}: wrong answer {wrong[-40:]!r} is not rejected")
+    return problems
 
 
 def as_tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:

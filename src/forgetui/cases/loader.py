@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from pydantic import ValidationError
 
 from ..tomlfile import key_lines, line_of
+from .longctx import apply_to
 from .schema import Case
 
 
@@ -123,6 +124,18 @@ def _load_file(path: Path, raw: bytes, problems: list[str]) -> list[Case]:
     out = []
     for index, entry in enumerate(entries):
         line = line_of(lines, ("case", index))
+        generated = None
+        if isinstance(entry, dict) and "generate" in entry:
+            case_id = entry.get("id", f"case #{index + 1}")
+            if "prompt" in entry or "messages" in entry:
+                problems.append(f"{path}:{line}: {case_id}: give either generate or prompt/messages, not both")
+                continue
+            try:
+                entry = dict(entry)
+                generated = apply_to(entry)
+            except (ValidationError, ValueError, TypeError) as exc:
+                problems.append(f"{path}:{line_of(lines, ('case', index, 'generate')) or line}: {case_id}: generate: {exc}")
+                continue
         try:
             case = Case.model_validate(entry)
         except ValidationError as exc:
@@ -135,6 +148,7 @@ def _load_file(path: Path, raw: bytes, problems: list[str]) -> list[Case]:
             continue
         case.source = str(path)
         case.line = line
+        case.generated = generated
         out.append(case)
     return out
 

@@ -68,6 +68,7 @@ class Case(_Strict):
     prompt: str | None = None
     messages: list[Message] | None = None
     max_tokens: int = Field(default=2048, ge=1, le=200_000)
+    generate: dict[str, Any] | None = None  # long-context recipe (cases/longctx.py); fills prompt and answer
     grader: dict[str, Any]
     verify: VerifySection = Field(default_factory=VerifySection)
 
@@ -75,6 +76,7 @@ class Case(_Strict):
     source: str = Field(default="", exclude=True)
     line: int | None = Field(default=None, exclude=True)
     params: Any = Field(default=None, exclude=True)
+    generated: Any = Field(default=None, exclude=True)
 
     @field_validator("id")
     @classmethod
