@@ -88,7 +88,7 @@ def test_bench_runs_one_configured_model_and_saves_its_profile(home, fake, capsy
         name = "rig"
         base_url = "{server.base_url}"
         """)
-    assert main(["bench", "rig/small", "--quick"]) == 0
+    assert main(["bench", "rig/small", "--quick", "--speed-only"]) == 0
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1].startswith("Results saved: ")
     assert "rig/small: " in out  # the model facts line
@@ -99,11 +99,22 @@ def test_bench_runs_one_configured_model_and_saves_its_profile(home, fake, capsy
     assert (home / "data" / "profiles" / "bench-rig-small-quick.toml").exists()
 
 
-def test_bench_refuses_unknown_provider_and_cases(home, capsys) -> None:
+def test_bench_refuses_unknown_provider(home, capsys) -> None:
     assert main(["bench", "nope/model"]) == 2
     assert "known: none" in capsys.readouterr().err
-    assert main(["bench", "x/y", "--cases", "quick"]) == 2
-    assert "case library is not built yet" in capsys.readouterr().err
+
+
+def test_bench_runs_the_quick_cases_by_default(home, fake, capsys) -> None:
+    server = fake({"small": Script(content_text="Final answer: 3", gap_s=0.001)})
+    write_config(home, f"""
+        [[providers]]
+        name = "rig"
+        base_url = "{server.base_url}"
+        """)
+    assert main(["bench", "rig/small", "--quick"]) == 1  # the fake answers every case wrongly
+    out = capsys.readouterr().out
+    assert "Ability Score: 0/5" in out and "Agent Fitness Score: 0/4" in out
+    assert main(["bench", "rig/small", "--cases", "nosuchset"]) == 2
 
 
 @pytest.mark.parametrize("restore", [False, True])

@@ -57,9 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="ad-hoc benchmark of one model, without a profile file")
     bench.add_argument("target", help="PROVIDER/MODEL, the provider from your config")
     bench.add_argument("--quick", action="store_true", help="fewer, shorter requests")
-    bench.add_argument("--speed-only", action="store_true", help="speed benchmark only")
-    bench.add_argument("--cases", metavar="SET", help="case set to run (needs the case library)")
+    bench.add_argument("--speed-only", action="store_true", help="speed benchmark only, no cases")
+    bench.add_argument("--cases", metavar="SET", help="case sets to run, comma-separated (default: quick)")
     bench.add_argument("--json-out", metavar="FILE", type=Path)
+    bench.add_argument("--allow-unsandboxed", action="store_true", help="see forgetui run --help")
     return parser
 
 
@@ -133,7 +134,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "bench":
         from .demo_cmd import run_bench
 
-        return run_bench(args.target, quick=args.quick, cases=args.cases, json_out=args.json_out)
+        return run_bench(args.target, quick=args.quick, cases=args.cases, json_out=args.json_out,
+                         speed_only=args.speed_only, allow_unsandboxed=args.allow_unsandboxed)
     parser.print_help(sys.stderr)
     print(
         "\nThe interactive TUI is not built yet; use 'forgetui --run PROFILE' (see README.md).",

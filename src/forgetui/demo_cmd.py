@@ -56,10 +56,10 @@ def serve_demo(port: int = 0) -> int:
     return int(ExitCode.OK)
 
 
-def run_bench(target: str, quick: bool = False, cases: str | None = None, json_out: Path | None = None) -> int:
-    """Benchmark one configured model without writing a profile by hand."""
-    if cases:
-        raise ConfigError(f"--cases {cases}: the case library is not built yet; only speed runs exist")
+def run_bench(target: str, quick: bool = False, cases: str | None = None, json_out: Path | None = None,
+              speed_only: bool = False, allow_unsandboxed: bool = False) -> int:
+    """Benchmark one configured model without writing a profile by hand: speed, then the quick
+    case set (or ``cases``), like bench-llm's one command."""
     name, _, model_id = target.partition("/")
     loc = locations()
     config = load_config(loc.config_file)
@@ -78,6 +78,8 @@ def run_bench(target: str, quick: bool = False, cases: str | None = None, json_o
         "models": {"targets": [target]},
         "speed": speed,
     }
+    if not speed_only:
+        profile["cases"] = {"select": [s.strip() for s in (cases or "quick").split(",") if s.strip()]}
     path = _profiles_dir() / f"bench-{slug}{'-quick' if quick else ''}.toml"
     path.write_text(f"# written by: forgetui bench {target}\n" + tomli_w.dumps(profile))
-    return run_headless(path, json_out=json_out)
+    return run_headless(path, json_out=json_out, allow_unsandboxed=allow_unsandboxed)
