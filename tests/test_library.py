@@ -19,6 +19,7 @@ def test_quick_and_standard_sets() -> None:
     assert len(quick) == 9
     assert sum("ability" in c.tags for c in quick) == 5 and sum("agent" in c.tags for c in quick) == 4
     standard = lib.select(["standard"])
+    assert len(standard) >= 60 and sum(c.hard for c in standard) >= 40
     categories = {c.category for c in standard}
     assert {"coding", "math", "reasoning", "tooluse", "injection", "longctx", "instruct", "chat"} <= categories
     assert len(lib.select(["standard", "-chat"])) == len(standard) - len(lib.select(["chat"]))
