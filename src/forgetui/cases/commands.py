@@ -80,12 +80,21 @@ async def verify_case(case: Case, sandbox: Any) -> tuple[list[str], dict[str, in
             problems.append(f"{where}: the reference answer does not pass: {verdict.status}: {verdict.reason}")
     if not case.verify.wrong and case.category != "chat":
         problems.append(f"{where}: no verify.wrong answers (a case needs proof its checks have teeth)")
+    caught: set[int] = set()  # constraint checks that some wrong answer violates
     for index, wrong in enumerate(case.verify.wrong):
         verdict = await registry.grade(case.grader_kind, case.params, wrong, sandbox=sandbox)
         if verdict.status == "fail":
             counts["wrong_rejected"] += 1
         else:
             problems.append(f"{where}: wrong answer #{index + 1} is not rejected ({verdict.status}: {verdict.reason})")
+        for number, check in enumerate(verdict.details.get("checks") or []):
+            if case.grader_kind == "constraints" and not check.get("ok", True):
+                caught.add(number)
+    if case.grader_kind == "constraints" and case.verify.wrong:
+        untested = [n + 1 for n in range(len(case.params.checks)) if n not in caught]
+        if untested:
+            problems.append(f"{where}: no wrong answer violates constraint check(s) {untested}: "
+                            "add a crafted violation for each, so every check is proven to have teeth")
     if case.verify.brute_force:
         derived = await _rederive(case, sandbox)
         counts["rederived"] += 1
