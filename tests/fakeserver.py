@@ -545,7 +545,10 @@ class FakeServer:
         answer = next((text for key, text in script.answers.items() if json.dumps(key)[1:-1] in prompt), None)
         if answer is not None:
             script = dataclasses.replace(script, content_text=answer)
-        calls = next((c for key, c in script.tool_answers.items() if json.dumps(key)[1:-1] in prompt), None)
+        last = (body.get("messages") or [{}])[-1]
+        after_tool = isinstance(last, dict) and last.get("role") == "tool"  # results came back: answer in text
+        calls = None if after_tool else next(
+            (c for key, c in script.tool_answers.items() if json.dumps(key)[1:-1] in prompt), None)
         if calls is not None:
             script = dataclasses.replace(script, tool_calls=calls, content_tokens=0, content_text=script.content_text or "")
         plan, finish = _plan(script, body.get("max_completion_tokens", body.get("max_tokens")), log.n)

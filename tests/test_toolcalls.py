@@ -99,3 +99,43 @@ def test_a_tool_case_runs_end_to_end(home, tmp_path, fake, write_profile, capsys
     doc = json.loads(next((home / "data" / "runs").iterdir()).joinpath("run.json").read_text())
     result = doc["models"][0]["cases"][0]
     assert result["status"] == "pass" and result["tool_calls"][0]["name"] == "get_weather"
+
+
+def test_a_multi_step_tool_case_sends_scripted_results_and_grades_the_final_answer(home, tmp_path, fake,
+                                                                                    write_profile) -> None:
+    folder = tmp_path / "ms"
+    folder.mkdir()
+    tools = [{"type": "function", "function": {"name": "get_price", "parameters": {
+        "type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}}}]
+    case = {"case": [{"id": "t.multi", "category": "tooluse", "sets": ["ms"], "prompt": "PRICEQ: 3 apples cost?",
+                      "grader": {"kind": "tool_calls", "tools": tools,
+                                 "expect": [{"name": "get_price", "arguments": {"item": "apple"}}],
+                                 "results": {"get_price": {"item": "apple", "price": 0.5}},
+                                 "answer": {"kind": "numeric", "answer": 1.5, "tolerance": 0.001}}}]}
+    (folder / "m.toml").write_text(tomli_w.dumps(case))
+    server = fake({"m": Script(tool_answers={"PRICEQ": [{"name": "get_price", "arguments": {"item": "apple"}}]},
+                               answers={"PRICEQ": "Each apple is 0.50, so three cost 1.50.\nFinal answer: 1.5"})})
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text(f'case_dirs = ["{folder}"]\n')
+    profile = write_profile(textwrap.dedent(f"""\
+        name = "multi"
+        [[providers]]
+        name = "fake"
+        base_url = "{server.base_url}"
+        [models]
+        targets = ["fake/m"]
+        [speed]
+        enabled = false
+        [cases]
+        select = ["ms"]
+        """))
+    assert main(["--run", str(profile)]) == 0
+    chats = [log.body for log in server.logs if log.path.endswith("/chat/completions")]
+    assert len(chats) == 2
+    follow_up = chats[1]["messages"]
+    assert follow_up[-2]["role"] == "assistant" and follow_up[-2]["tool_calls"][0]["function"]["name"] == "get_price"
+    assert follow_up[-1]["role"] == "tool" and json.loads(follow_up[-1]["content"])["price"] == 0.5
+    doc = json.loads(next((home / "data" / "runs").iterdir()).joinpath("run.json").read_text())
+    result = doc["models"][0]["cases"][0]
+    assert result["status"] == "pass" and result["steps"] == 2, result["reason"]
+    assert "final answer right" in result["reason"]

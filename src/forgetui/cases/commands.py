@@ -152,6 +152,14 @@ async def _verify_tool_case(case: Case, where: str, counts: dict[str, int]) -> l
             counts["wrong_rejected"] += 1
         else:
             problems.append(f"{where}: wrong calls #{index + 1} are not rejected ({verdict.reason})")
+    # Multi-step: right calls, wrong final answers (e.g. computed from the model's own belief).
+    for index, wrong in enumerate(case.verify.wrong):
+        verdict = await registry.grade(case.grader_kind, case.params, wrong,
+                                       tool_calls=as_tool_calls(case.verify.reference_calls))
+        if verdict.status == "fail":
+            counts["wrong_rejected"] += 1
+        else:
+            problems.append(f"{where}: wrong final answer #{index + 1} is not rejected ({verdict.reason})")
     return problems
 
 

@@ -9,6 +9,8 @@ records (fsynced) before it is reported, like speed requests.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 from typing import Any, Callable
 
 from ..cases.schema import Case
@@ -18,6 +20,23 @@ from .client import ChatRequest, StreamClient, StreamProgress
 from .events import CaseFinished, RequestStarted
 from .metrics import NS
 from .rundoc import SCHEMA_VERSION, now_iso
+
+
+def _follow_up(request: ChatRequest, result: Any, scripted: dict[str, Any]) -> ChatRequest:
+    """The next turn: the assistant's calls and one tool message per call with its scripted result."""
+    calls = [c.as_dict() for c in result.acc.tool_calls]
+    messages = list(request.messages)
+    messages.append({
+        "role": "assistant",
+        "content": result.acc.content or None,
+        "tool_calls": [{"id": c["id"] or f"call_{i}", "type": "function",
+                        "function": {"name": c["name"], "arguments": c["arguments"]}} for i, c in enumerate(calls)],
+    })
+    for i, call in enumerate(calls):
+        content = scripted.get(call["name"], {"error": f"unknown tool {call['name']}"})
+        messages.append({"role": "tool", "tool_call_id": call["id"] or f"call_{i}",
+                         "content": content if isinstance(content, str) else json.dumps(content)})
+    return dataclasses.replace(request, messages=messages)
 
 
 def case_key(model: str, case_id: str) -> str:
@@ -58,12 +77,24 @@ class CaseRunner:
         )
         if case.grader_kind == "tool_calls":
             request.extra_body.setdefault("tools", case.params.tools)
-        request = self.dialect.prepare(request, "case")
+        plain = request  # before the dialect reshapes it (Ollama builds its own body from messages)
+        request = self.dialect.prepare(plain, "case")
         progress = StreamProgress()
         index = self.counter()
         self.emit(RequestStarted(self.target.label, "case", case.id, 0, index, self.total, progress))
         result = await self.client.chat_stream(request, progress)
         await self.dialect.finalize(request, result)
+        all_calls = [c.as_dict() for c in result.acc.tool_calls]
+        steps = 1
+        scripted = getattr(case.params, "results", None) if case.grader_kind == "tool_calls" else None
+        while scripted and result.ok and result.acc.tool_calls and steps < case.params.max_steps:
+            # Multi-step tool case: send the scripted results back and let the model go on.
+            plain = _follow_up(plain, result, scripted)
+            request = self.dialect.prepare(plain, "case")
+            result = await self.client.chat_stream(request, progress)
+            await self.dialect.finalize(request, result)
+            all_calls += [c.as_dict() for c in result.acc.tool_calls]
+            steps += 1
         acc = result.acc
         usage = acc.usage or {}
         details_tokens = usage.get("completion_tokens_details") or {}
@@ -74,7 +105,7 @@ class CaseRunner:
                 completion_tokens=usage.get("completion_tokens"),
                 reasoning_tokens=details_tokens.get("reasoning_tokens"),
                 sandbox=self.sandbox,
-                tool_calls=[c.as_dict() for c in acc.tool_calls],
+                tool_calls=all_calls,
             )
             status, reason, details = verdict.status, verdict.reason, dict(verdict.details)
         else:
@@ -98,7 +129,8 @@ class CaseRunner:
                 "prompt": request.messages,
                 "response": acc.content,
                 "reasoning": acc.reasoning,
-                "tool_calls": [c.as_dict() for c in acc.tool_calls],
+                "tool_calls": all_calls,
+                "steps": steps,
                 "extracted": details.pop("extracted", None),
                 "expected": details.pop("expected", None),
                 "details": details,

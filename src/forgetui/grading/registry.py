@@ -312,6 +312,16 @@ async def grade(kind: str, params: BaseModel, response: str, *, finish_reason: s
                                   {"extracted": tool_calls, "expected": None, **meta, "truncated": True})
         try:
             verdict = grade_tool_calls(params, response, tool_calls)  # type: ignore[arg-type]
+            answer = getattr(params, "answer", None)
+            if verdict.ok and answer:
+                # Multi-step: the calls were right; now the final answer built from their results.
+                sub_kind = answer["kind"]
+                sub = await grade(sub_kind, parse_params(sub_kind, {k: v for k, v in answer.items() if k != "kind"}),
+                                  response, sandbox=sandbox)
+                details = {**verdict.details, "answer_verdict": sub.to_dict()}
+                if not sub.ok:
+                    return Verdict(sub.status, f"calls right, final answer not: {sub.reason}", {**details, **meta})
+                verdict = Verdict.passed(f"{verdict.reason}; final answer right ({sub.reason})", details)
         except Exception as exc:  # noqa: BLE001 - a grader bug must not look like a wrong answer
             return Verdict.error(f"grader error: {type(exc).__name__}: {exc}", meta)
         return dataclasses.replace(verdict, details={**verdict.details, **meta})

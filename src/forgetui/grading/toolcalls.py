@@ -7,7 +7,10 @@ A case offers tools (OpenAI function definitions) and says what must happen:
   against the tool's JSON schema), optionally in ``ordered`` order;
 * ``count``: the exact number of calls (parallel calls in one turn), defaulting to len(expect);
 * ``none = true``: a trap where the right answer is to call nothing (e.g. the user only asked
-  what the tool does, or the tool cannot do what is asked).
+  what the tool does, or the tool cannot do what is asked);
+* multi-step: ``results`` scripts what each tool returns; the case runner sends the results back
+  and lets the model continue (up to ``max_steps`` turns), ``expect`` covers the calls of all
+  turns, and ``answer`` grades the final text (e.g. a number computed from the tool results).
 
 Calls are read from the structured ``tool_calls`` of the response, never from text: a model that
 writes a JSON call into its answer instead of making it did not call the tool. The schema check
@@ -47,6 +50,15 @@ class ToolCallsParams(StrictModel):
     count: int | None = Field(default=None, ge=0, description="Exact number of calls (default: len(expect)).")
     ordered: bool = Field(default=False, description="The calls must come in the order of expect.")
     none: bool = Field(default=False, description="A trap: the right answer makes no call at all.")
+    results: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Multi-step: scripted result per tool name, sent back after each call; "
+        "expect then lists the calls of all steps.",
+    )
+    max_steps: int = Field(default=4, ge=1, le=10, description="Multi-step: most model turns.")
+    answer: dict[str, Any] | None = Field(
+        default=None, description="Multi-step: a grader (kind + parameters) for the final text answer."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> "ToolCallsParams":
