@@ -113,7 +113,7 @@ def test_bench_runs_the_quick_cases_by_default(home, fake, capsys) -> None:
         """)
     assert main(["bench", "rig/small", "--quick"]) == 1  # the fake answers every case wrongly
     out = capsys.readouterr().out
-    assert "Ability Score: 0/5" in out and "Agent Fitness Score: 0/4" in out
+    assert "Ability Score: 0/5" in out and "Agent Fitness Score: 0/3" in out and "Variant quick.agent.counts: fail" in out
     assert main(["bench", "rig/small", "--cases", "nosuchset"]) == 2
 
 

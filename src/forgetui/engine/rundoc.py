@@ -72,10 +72,15 @@ def cases_summary(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
         counts = by_category.setdefault(case["category"], {"pass": 0, "fail": 0, "error": 0, "skipped": 0})
         counts[case["status"]] = counts.get(case["status"], 0) + 1
     scores = {}
+    # bench-llm's two scores: five ability checks and three agent checks. Cases tagged "variant"
+    # (the agent task with real log lines and exact counts) are reported beside, not inside, them.
     for tag, name in (("ability", "ability_score"), ("agent", "agent_fitness_score")):
-        tagged = [c for c in cases if tag in (c.get("tags") or [])]
+        tagged = [c for c in cases if tag in (c.get("tags") or []) and "variant" not in (c.get("tags") or [])]
         if tagged:
             scores[name] = {"passed": sum(1 for c in tagged if c["status"] == "pass"), "of": len(tagged)}
+    variants = [c for c in cases if "variant" in (c.get("tags") or [])]
+    if variants:
+        scores["variants"] = {c["case_id"]: c["status"] for c in variants}
     return {
         "total": len(cases),
         "passed": sum(1 for c in cases if c["status"] == "pass"),

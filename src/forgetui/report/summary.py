@@ -88,6 +88,8 @@ def cases_lines(doc: dict[str, Any]) -> list[str]:
         if "agent_fitness_score" in summary:
             score = summary["agent_fitness_score"]
             lines.append(f"Agent Fitness Score: {score['passed']}/{score['of']}")
+        for case_id, status in (summary.get("variants") or {}).items():
+            lines.append(f"Variant {case_id}: {status}")
         for case in model.get("cases", []):
             if case["status"] != "pass":
                 lines.append(f"  {case['status'].upper():<7} {case['case_id']}: {case['reason']}")
