@@ -71,6 +71,25 @@ def test_bad_case_definitions_are_refused() -> None:
         params()
 
 
+def run_cases(home, folder, base_url: str, select: str, write_profile) -> int:
+    """Point the config at ``folder`` and run its ``select`` set against the fake model."""
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text(f'case_dirs = ["{folder}"]\n')
+    profile = write_profile(textwrap.dedent(f"""\
+        name = "tools"
+        [[providers]]
+        name = "fake"
+        base_url = "{base_url}"
+        [models]
+        targets = ["fake/m"]
+        [speed]
+        enabled = false
+        [cases]
+        select = ["{select}"]
+        """))
+    return main(["--run", str(profile)])
+
+
 def test_a_tool_case_runs_end_to_end(home, tmp_path, fake, write_profile, capsys) -> None:
     folder = tmp_path / "tc"
     folder.mkdir()
@@ -79,21 +98,7 @@ def test_a_tool_case_runs_end_to_end(home, tmp_path, fake, write_profile, capsys
                                  "expect": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}}]}
     (folder / "t.toml").write_text(tomli_w.dumps(case))
     server = fake({"m": Script(tool_answers={"WEATHERQ": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]})})
-    (home / "config").mkdir(parents=True)
-    (home / "config" / "config.toml").write_text(f'case_dirs = ["{folder}"]\n')
-    profile = write_profile(textwrap.dedent(f"""\
-        name = "tools"
-        [[providers]]
-        name = "fake"
-        base_url = "{server.base_url}"
-        [models]
-        targets = ["fake/m"]
-        [speed]
-        enabled = false
-        [cases]
-        select = ["t"]
-        """))
-    assert main(["--run", str(profile)]) == 0
+    assert run_cases(home, folder, server.base_url, "t", write_profile) == 0
     sent = server.logs[-1].body
     assert sent["tools"] == TOOLS
     doc = json.loads(next((home / "data" / "runs").iterdir()).joinpath("run.json").read_text())
@@ -115,21 +120,7 @@ def test_a_multi_step_tool_case_sends_scripted_results_and_grades_the_final_answ
     (folder / "m.toml").write_text(tomli_w.dumps(case))
     server = fake({"m": Script(tool_answers={"PRICEQ": [{"name": "get_price", "arguments": {"item": "apple"}}]},
                                answers={"PRICEQ": "Each apple is 0.50, so three cost 1.50.\nFinal answer: 1.5"})})
-    (home / "config").mkdir(parents=True)
-    (home / "config" / "config.toml").write_text(f'case_dirs = ["{folder}"]\n')
-    profile = write_profile(textwrap.dedent(f"""\
-        name = "multi"
-        [[providers]]
-        name = "fake"
-        base_url = "{server.base_url}"
-        [models]
-        targets = ["fake/m"]
-        [speed]
-        enabled = false
-        [cases]
-        select = ["ms"]
-        """))
-    assert main(["--run", str(profile)]) == 0
+    assert run_cases(home, folder, server.base_url, "ms", write_profile) == 0
     chats = [log.body for log in server.logs if log.path.endswith("/chat/completions")]
     assert len(chats) == 2
     follow_up = chats[1]["messages"]
