@@ -178,3 +178,9 @@ def test_context_warning_reaches_the_run(home, write_profile, capsys) -> None:
         server.stop()
     err = capsys.readouterr().err
     assert "128-token context" in err and "silently" in err
+
+
+def test_status_counts_cases_per_set(home, capsys) -> None:
+    main(["status"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("cases:"))
+    assert "quick 9" in line and "standard 61" in line

@@ -145,11 +145,10 @@ def load_cases(profile: Profile, config: Any, profile_path: Path, source: str) -
     """The selected cases (validated) and the library; unknown selections are usage errors."""
     if not profile.cases.select:
         return [], None
-    from .cases.loader import builtin_cases_dir, load_library
+    from .cases.loader import library_dirs, load_library
     from .tomlfile import key_lines, line_of
 
-    dirs = [builtin_cases_dir(), *(Path(d).expanduser() for d in config.case_dirs)]
-    library = load_library(dirs)
+    library = load_library(library_dirs(config))
     unknown = library.unknown_tokens(profile.cases.select)
     if unknown:
         line = line_of(key_lines(source), ("cases", "select"))

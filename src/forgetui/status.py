@@ -43,7 +43,14 @@ def run_status(out: TextIO) -> int:
     print(f"runs:   {loc.runs_dir}  ({len(runs)} stored)", file=out)
     ok, sandbox = sandbox_status()
     print(f"sandbox: {'ok' if ok else 'missing'}: {sandbox}", file=out)
-    print("cases:  the case library is not built yet (speed runs only)", file=out)
+    from .cases.loader import library_dirs, load_library
+
+    library = load_library(library_dirs(config))
+    sets = ", ".join(f"{name} {count}" for name, count in library.sets().items())
+    print(f"cases:  {len(library.cases)} (revision {library.revision}): {sets}", file=out)
+    for problem in library.problems:
+        code = ExitCode.FAILURES
+        print(f"  problem: {problem}", file=out)
     if not config.providers:
         print("providers: none configured. Fix: forgetui config --init, then edit the file "
               "(or define [[providers]] in a profile)", file=out)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ExitCode
-from .loader import CaseLibrary, builtin_cases_dir, describe_case, load_library
+from .loader import CaseLibrary, describe_case, library_dirs, load_library
 from .schema import Case
 
 
@@ -21,8 +20,7 @@ def library_for_cli() -> CaseLibrary:
     from ..config import load_config
     from ..paths import locations
 
-    config = load_config(locations().config_file)
-    return load_library([builtin_cases_dir(), *(Path(d).expanduser() for d in config.case_dirs)])
+    return load_library(library_dirs(load_config(locations().config_file)))
 
 
 def run_list(out: TextIO, category: str | None = None, hard: bool = False) -> int:

@@ -28,6 +28,11 @@ def builtin_cases_dir() -> Path:
     return package.parents[1] / "cases"
 
 
+def library_dirs(config: Any) -> list[Path]:
+    """The built-in library, then the user's ``case_dirs`` from the config."""
+    return [builtin_cases_dir(), *(Path(d).expanduser() for d in getattr(config, "case_dirs", []))]
+
+
 @dataclass
 class CaseLibrary:
     cases: list[Case] = field(default_factory=list)
