@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import textwrap
 from pathlib import Path
 from typing import AsyncIterator, Callable, Iterator
@@ -12,6 +13,14 @@ import pytest
 from tests.fake_native import NativeFake
 
 from tests.fakeserver import FakeServer, Script
+
+
+def closed_url() -> str:
+    """A loopback base URL where nothing listens (the port was free a moment ago)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ own send times, and every fault turned into a recorded outcome with a clear reas
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -12,6 +11,7 @@ from forgetui.engine.client import ChatRequest, ClientLimits, StreamClient, Stre
 from forgetui.engine.metrics import NS
 from forgetui.engine.speed import request_record
 from tests.fakeserver import Script
+from tests.conftest import closed_url
 
 
 def req(base_url: str, model: str = "m", max_tokens: int = 64, **kw) -> ChatRequest:
@@ -180,11 +180,8 @@ async def test_rejected_stream_options_retried_without(fake) -> None:
 
 
 async def test_connection_refused_is_a_connect_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
     async with StreamClient(ClientLimits(retries=1, request_timeout_s=10)) as client:
-        result = await client.chat_stream(req(f"http://127.0.0.1:{port}/v1"))
+        result = await client.chat_stream(req(closed_url()))
     assert result.outcome == "connect_error" and result.attempts == 2
     assert "cannot connect" in result.error
 

@@ -4,7 +4,6 @@ and unload models (the fake Ollama): isolate, record load time, restore."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 import textwrap
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from forgetui.cli import main
 from tests.fake_ollama import ChatScript, FakeModel, FakeOllama
 from tests.fakeserver import Script
+from tests.conftest import closed_url
 
 
 def write_config(home: Path, text: str) -> Path:
@@ -21,12 +21,6 @@ def write_config(home: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
     return path
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -58,7 +52,7 @@ def test_status_reports_each_provider_kind_and_down_ones(home, fake, ollama, cap
         base_url = "{ollama.base_url}"
         [[providers]]
         name = "gone"
-        base_url = "http://127.0.0.1:{closed_port()}/v1"
+        base_url = "{closed_url()}"
         """)
     assert main(["status"]) == 3  # something needed is missing: a provider is down
     out = capsys.readouterr().out

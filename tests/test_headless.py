@@ -14,7 +14,7 @@ import pytest
 
 from forgetui.cli import main
 from forgetui.store import read_records
-from tests.conftest import profile_text
+from tests.conftest import profile_text, closed_url
 from tests.fakeserver import Script
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -77,12 +77,7 @@ def test_clean_run_exits_zero_and_reports_speed(fake, home, write_profile, capsy
 
 
 def test_unreachable_provider_exits_with_connection_code(home, write_profile, capsys) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    path = write_profile(profile_text(f"http://127.0.0.1:{port}/v1", ["fake/a"]))
+    path = write_profile(profile_text(closed_url(), ["fake/a"]))
     assert main(["--run", str(path)]) == 3
     out, err = capsys.readouterr()
     assert "unreachable" in err and "Results saved:" in out

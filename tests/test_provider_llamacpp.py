@@ -9,8 +9,6 @@ mostlygeek/llama-swap (README, ``proxy/proxymanager.go``: ``/running``, ``/unloa
 
 from __future__ import annotations
 
-import socket
-
 import httpx
 import pytest
 
@@ -25,20 +23,13 @@ from forgetui.providers.llamacpp import (
 )
 from tests.fake_native import KINDS, GGUFModel
 from tests.fakeserver import Script
+from tests.conftest import closed_url
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def dialect(base_url: str, http: httpx.AsyncClient) -> LlamaCppDialect:
     return LlamaCppDialect(ProviderConfig(name="ll", base_url=base_url, kind="llamacpp"), http)
-
-
-def closed_port_url() -> str:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}/v1"
 
 
 def chat(base_url: str, max_tokens: int = 24, **extra) -> ChatRequest:
@@ -64,7 +55,7 @@ async def test_probe_is_true_only_for_llama_server_kinds(native, http, kind: str
 async def test_probe_is_false_for_a_plain_openai_server_and_for_nothing(fake, http) -> None:
     server = fake({"m": Script()})
     assert await LlamaCppDialect.probe(server.base_url, http) is False
-    assert await LlamaCppDialect.probe(closed_port_url(), http) is False
+    assert await LlamaCppDialect.probe(closed_url(), http) is False
 
 
 # -- model facts ---------------------------------------------------------------------------
@@ -109,7 +100,7 @@ def test_quantization_from_file_name(name: str, quant: str | None) -> None:
 
 
 async def test_unreachable_server_is_reported_not_raised(http) -> None:
-    d = dialect(closed_port_url(), http)
+    d = dialect(closed_url(), http)
     info = await d.server_info()
     assert info.reachable is False and info.error and info.models == []
     assert d.mode is None  # not decided while nothing answers

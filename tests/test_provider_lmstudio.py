@@ -20,8 +20,7 @@ folder ``1_developer/2_rest``; https://lmstudio.ai/docs/developer/rest):
 
 from __future__ import annotations
 
-import socket
-from typing import AsyncIterator, Callable, Iterator
+from typing import Callable, Iterator
 
 import httpx
 import pytest
@@ -32,6 +31,7 @@ from forgetui.engine.speed import request_record
 from forgetui.providers.lmstudio import LMStudioAPIError, LMStudioDialect
 from tests.fake_lmstudio import ChatScript, FakeLMStudio
 from tests.fakeserver import Script
+from tests.conftest import closed_url
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -56,20 +56,8 @@ def lmstudio() -> Iterator[Callable[..., FakeLMStudio]]:
         server.stop()
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as client:
-        yield client
-
-
 def dialect(base_url: str, http: httpx.AsyncClient) -> LMStudioDialect:
     return LMStudioDialect(ProviderConfig(name="lms", base_url=base_url, kind="lmstudio"), http)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- detection ----------------------------------------------------------------------------------
@@ -96,7 +84,7 @@ async def test_probe_is_false_for_a_plain_openai_server_and_an_unreachable_one(f
     server = fake({"m": Script()})
     assert not await LMStudioDialect.probe(server.base_url, http)
     assert [log.path for log in server.logs] == ["/api/v1/models", "/api/v0/models"]
-    assert not await LMStudioDialect.probe(f"http://127.0.0.1:{free_port()}/v1", http)
+    assert not await LMStudioDialect.probe(closed_url(), http)
 
 
 async def test_probe_rejects_an_error_body_answered_with_200(lmstudio, http) -> None:
@@ -154,7 +142,7 @@ async def test_server_info_reports_the_api_and_no_version(lmstudio, http) -> Non
 
 
 async def test_unreachable_server_is_reported_not_raised(http) -> None:
-    d = dialect(f"http://127.0.0.1:{free_port()}/v1", http)
+    d = dialect(closed_url(), http)
     info = await d.server_info()
     assert info.reachable is False and info.error and "ConnectError" in info.error
     assert await d.loaded_models() is None

@@ -19,7 +19,6 @@ Every test is bounded: the fakes stop themselves, the client has short timeouts.
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -33,6 +32,7 @@ from forgetui.engine.speed import request_record
 from forgetui.providers.base import ModelInfo
 from forgetui.providers.ollama import OllamaDialect, context_warning, native_messages, parse_parameters
 from tests.fake_ollama import ChatScript, FakeModel, FakeOllama
+from tests.conftest import closed_url
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -52,12 +52,6 @@ def ollama() -> Iterator[Callable[..., FakeOllama]]:
         server.stop()
 
 
-@pytest.fixture
-async def http() -> httpx.AsyncClient:
-    async with httpx.AsyncClient(timeout=5) as client:
-        yield client
-
-
 def dialect(base_url: str, http: httpx.AsyncClient, **kw) -> OllamaDialect:
     return OllamaDialect(ProviderConfig(name="o", base_url=base_url, kind="ollama", **kw), http)
 
@@ -75,12 +69,6 @@ async def run_stream(d: OllamaDialect, request: ChatRequest, purpose: str = "spe
     return prepared, result
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # -- discovery -------------------------------------------------------------------------------
 async def test_probe_is_true_for_ollama_and_false_for_a_plain_openai_server(ollama, fake, http) -> None:
     server = ollama()
@@ -89,7 +77,7 @@ async def test_probe_is_true_for_ollama_and_false_for_a_plain_openai_server(olla
     assert server.paths() == ["/api/version", "/api/version"]
     openai = fake()
     assert not await OllamaDialect.probe(openai.base_url, http)
-    assert not await OllamaDialect.probe(f"http://127.0.0.1:{free_port()}/v1", http)
+    assert not await OllamaDialect.probe(closed_url(), http)
 
 
 async def test_version_and_server_info(ollama, http) -> None:
@@ -266,7 +254,7 @@ async def test_load_of_an_unknown_model_raises(ollama, http) -> None:
 
 
 async def test_unreachable_server_is_reported_not_raised(http) -> None:
-    d = dialect(f"http://127.0.0.1:{free_port()}/v1", http)
+    d = dialect(closed_url(), http)
     info = await d.server_info()
     assert info.reachable is False and info.error and "Connect" in info.error
     assert await d.loaded_models() is None

@@ -10,8 +10,6 @@ SGLang ``/get_model_info``, ``/get_server_info``, ``/v1/models`` and the chat re
 
 from __future__ import annotations
 
-import socket
-
 import httpx
 import pytest
 
@@ -22,20 +20,13 @@ from forgetui.providers.llamacpp import LlamaCppDialect
 from forgetui.providers.vllm import SGLangDialect, VLLMDialect
 from tests.fake_native import KINDS
 from tests.fakeserver import Script
+from tests.conftest import closed_url
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def make(cls, base_url: str, http: httpx.AsyncClient):
     return cls(ProviderConfig(name="p", base_url=base_url, kind=cls.kind), http)
-
-
-def closed_port_url() -> str:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}/v1"
 
 
 def chat(base_url: str, max_tokens: int = 12, **extra) -> ChatRequest:
@@ -61,7 +52,7 @@ async def test_probe_is_true_only_for_its_own_server(native, http, cls, own: str
 async def test_probe_is_false_for_a_plain_openai_server_and_for_nothing(fake, http, cls) -> None:
     server = fake({"m": Script()})
     assert await cls.probe(server.base_url, http) is False
-    assert await cls.probe(closed_port_url(), http) is False
+    assert await cls.probe(closed_url(), http) is False
 
 
 async def test_vllm_probe_needs_max_model_len_too(native, http) -> None:
@@ -116,7 +107,7 @@ async def test_sglang_context_falls_back_to_server_info(native, http) -> None:
 
 @pytest.mark.parametrize("cls", [VLLMDialect, SGLangDialect])
 async def test_unreachable_server_is_reported_not_raised(http, cls) -> None:
-    info = await make(cls, closed_port_url(), http).server_info()
+    info = await make(cls, closed_url(), http).server_info()
     assert info.reachable is False and info.error and info.models == []
 
 
