@@ -41,15 +41,15 @@ Chat for a model that is not loaded loads it first (LM Studio's just-in-time loa
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-HOST = "127.0.0.1"
+from tests.loopback import LoopbackFake
+
 MAX_BODY = 1 << 20
 
 
@@ -121,7 +121,9 @@ def default_models() -> list[FakeModel]:
     ]
 
 
-class FakeLMStudio:
+class FakeLMStudio(LoopbackFake):
+    thread_name = "fake-lmstudio"
+
     """The fake server. ``loaded`` maps keys to the context length they are loaded with."""
 
     def __init__(self, models: list[FakeModel] | None = None, *, loaded: dict[str, int] | None = None,
@@ -140,54 +142,6 @@ class FakeLMStudio:
         self.max_requests = max_requests
         self.requests: list[Logged] = []
         self.lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._timer: threading.Timer | None = None
-        self._stopped = False
-
-    # -- lifecycle of the fake itself ----------------------------------------------------------
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "not started"
-        return self._server.server_address[1]
-
-    @property
-    def root(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI base URL, as a user would configure it: ``http://127.0.0.1:PORT/v1``."""
-        return self.root + "/v1"
-
-    def start(self) -> FakeLMStudio:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        server = _Server((HOST, 0), handler)
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-lmstudio", daemon=True)
-        self._thread.start()
-        self._timer = threading.Timer(self.max_lifetime_s, self.stop)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listener; safe to call again (and from the lifetime timer)."""
-        with self.lock:
-            if self._stopped or self._server is None:
-                return
-            self._stopped = True
-        if self._timer is not None and self._timer is not threading.current_thread():
-            self._timer.cancel()
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeLMStudio:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def paths(self, method: str | None = None) -> list[str]:
         return [r.path for r in self.requests if method is None or r.method == method]
@@ -247,14 +201,6 @@ class FakeLMStudio:
         return entry
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            return  # a client dropping an idle keep-alive connection: not an error
-        super().handle_error(request, client_address)
 
 
 def _unexpected(method: str, path: str) -> tuple[int, dict[str, Any]]:
@@ -470,3 +416,6 @@ class _Handler(BaseHTTPRequestHandler):
         delay = (deadline_ns - time.perf_counter_ns()) / 1e9
         if delay > 0:
             time.sleep(delay)
+
+
+FakeLMStudio.handler = _Handler

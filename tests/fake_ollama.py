@@ -47,10 +47,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-HOST = "127.0.0.1"
+from tests.loopback import LoopbackFake
+
 MAX_BODY = 1 << 20
 MAX_TOKENS = 4096
 VERSION = "0.12.6"
@@ -115,7 +116,9 @@ def _digest(name: str) -> str:
     return (name.encode().hex() * 8)[:64]
 
 
-class FakeOllama:
+class FakeOllama(LoopbackFake):
+    thread_name = "fake-ollama"
+
     """Start with ``start()`` (or ``with``); ``root`` is ``http://127.0.0.1:PORT``, ``base_url``
     the OpenAI-compatible ``.../v1``."""
 
@@ -131,55 +134,6 @@ class FakeOllama:
         self.requests: list[Recorded] = []
         self.streams: list[StreamLog] = []
         self.lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._timer: threading.Timer | None = None
-
-    # -- life --------------------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "not started"
-        return self._server.server_address[1]
-
-    @property
-    def root(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return self.root + "/v1"
-
-    def start(self) -> FakeOllama:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer((HOST, 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-ollama", daemon=True)
-        self._thread.start()
-        self._timer = threading.Timer(self.max_lifetime_s, self.stop)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if self._timer is not None and threading.current_thread() is not self._timer:
-            self._timer.cancel()
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def __enter__(self) -> FakeOllama:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- views for assertions ---------------------------------------------------------------
     def paths(self) -> list[str]:
@@ -492,3 +446,6 @@ def _keep_alive_s(value: Any) -> float:
                     break
                 return 10**9 if number < 0 else number * mult
     return 300.0
+
+
+FakeOllama.handler = _Handler
