@@ -105,6 +105,17 @@ class ProviderConfig(StrictModel):
         return os.environ.get(self.api_key_env) or None
 
 
+class TuiSettings(StrictModel):
+    """How the terminal UI looks and behaves."""
+
+    theme: str = Field(default="forgetui-dark", description="Theme name: built-in or from the themes folder.")
+    refresh_hz: float = Field(default=8.0, ge=1, le=30, description="Live meter refreshes per second.")
+    ssh_refresh_hz: float = Field(default=4.0, ge=1, le=30,
+                                  description="Refreshes per second when SSH_CONNECTION is set.")
+    animations: Literal["auto", "on", "off"] = Field(
+        default="auto", description="auto: off over SSH (SSH_CONNECTION/SSH_TTY set), on locally.")
+
+
 class Config(StrictModel):
     """The whole user config file."""
 
@@ -113,6 +124,11 @@ class Config(StrictModel):
     )
     case_dirs: list[str] = Field(
         default_factory=list, description="Your own case folders, loaded after the built-in library."
+    )
+    tui: TuiSettings = Field(default_factory=TuiSettings, description="Terminal UI settings.")
+    keymap: dict[str, str] = Field(
+        default_factory=dict,
+        description="Binding id -> keys, e.g. \"run.stop\" = \"s,f8\" (ids are listed on the help screen).",
     )
 
     def provider(self, name: str) -> ProviderConfig | None:
@@ -127,6 +143,29 @@ def load_config(path: Path) -> Config:
     config = validate(Config, data, path, source)
     check_unique_names(config.providers, path)
     return config
+
+
+def save_config(config: Config, path: Path) -> None:
+    """Write the config (atomically). The previous file is kept as ``config.toml.bak`` because
+    rewriting TOML drops its comments."""
+    import tomli_w
+
+    from .store import atomic_write_bytes
+
+    check_unique_names(config.providers, path)
+    data = config.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+    if config.providers:
+        # Name and base_url are what a person looks for first; keep them even when defaults.
+        data["providers"] = [p.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+                             | {"name": p.name, "base_url": p.base_url} for p in config.providers]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        atomic_write_bytes(path.with_name(path.name + ".bak"), path.read_bytes())
+    atomic_write_bytes(path, (CONFIG_WRITTEN_HEADER + tomli_w.dumps(data)).encode())
+
+
+CONFIG_WRITTEN_HEADER = ("# Written by forgetui (the previous version is config.toml.bak).\n"
+                         "# Keys are described by `forgetui config --init` and docs/configuration.md.\n\n")
 
 
 def check_unique_names(providers: list[ProviderConfig], path: Path) -> None:

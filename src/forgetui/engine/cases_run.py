@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from ..cases.schema import Case
 from ..grading import registry
 from ..profile import Target
 from .client import ChatRequest, StreamClient, StreamProgress
+from .control import RunStopped
 from .events import CaseFinished, RequestStarted
 from .metrics import NS
 from .rundoc import SCHEMA_VERSION, now_iso
@@ -48,7 +49,8 @@ class CaseRunner:
 
     def __init__(self, *, client: StreamClient, dialect: Any, target: Target, sandbox: Any,
                  append: Callable[[dict[str, Any]], dict[str, Any]], emit: Callable[[Any], None],
-                 counter: Callable[[], int], total: int, max_tokens_cap: int | None = None) -> None:
+                 counter: Callable[[], int], total: int, max_tokens_cap: int | None = None,
+                 checkpoint: Callable[[], Awaitable[None]] | None = None) -> None:
         self.client = client
         self.dialect = dialect
         self.target = target
@@ -58,15 +60,28 @@ class CaseRunner:
         self.counter = counter
         self.total = total
         self.max_tokens_cap = max_tokens_cap
+        self.checkpoint = checkpoint
 
     async def run(self, cases: list[Case]) -> None:
         gate = asyncio.Semaphore(self.target.provider.concurrency)
 
+        stopped = False
+
         async def one(case: Case) -> None:
+            nonlocal stopped
             async with gate:
+                if self.checkpoint is not None:
+                    try:
+                        await self.checkpoint()
+                    except RunStopped:
+                        # Let the cases already in flight finish; skip the ones not started.
+                        stopped = True
+                        return
                 await self.run_case(case)
 
         await asyncio.gather(*(one(case) for case in cases))
+        if stopped:
+            raise RunStopped()
 
     async def run_case(self, case: Case) -> None:
         prov = self.target.provider

@@ -14,7 +14,8 @@ from typing import Any, Iterable
 from ..errors import ExitCode
 from ..profile import Profile, Target
 from .client import ClientLimits, StreamClient, StreamProgress
-from .events import ModelFinished, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
+from .control import RunControl, RunStopped
+from .events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
 from .cases_run import CaseRunner, case_key
 from .rundoc import SCHEMA_VERSION, build_document, now_iso
 from .servers import Servers
@@ -38,7 +39,8 @@ class Runner:
 
     def __init__(self, profile: Profile, targets: list[Target], handle: Any,
                  meta: dict[str, Any], sinks: Iterable[Sink] = (), resumed: bool = False,
-                 cases: list[Any] | None = None, sandbox: Any = None) -> None:
+                 cases: list[Any] | None = None, sandbox: Any = None,
+                 control: RunControl | None = None) -> None:
         self.profile = profile
         self.targets = targets
         self.handle = handle
@@ -51,6 +53,8 @@ class Runner:
         self.model_errors: dict[str, str] = {}
         self._seq = itertools.count(len(handle.records))
         self.current: StreamProgress | None = None
+        #: Pause / stop-after-current, set by a UI; checked before every request.
+        self.control = control or RunControl()
         #: Set when the run ends, also when it ends by cancellation (which then propagates).
         self.finished: RunFinished | None = None
 
@@ -112,6 +116,8 @@ class Runner:
                             await self.servers.restore(target, lifecycle)
                     self._save("running")
             status = "complete"
+        except RunStopped:
+            self.emit(Notice("warning", "stopped on request; finished requests are stored and the run can be resumed"))
         finally:
             doc = self._save(status)
             code = self._exit_code(doc) if status == "complete" else ExitCode.INTERRUPTED
@@ -145,7 +151,8 @@ class Runner:
         return CaseRunner(client=client, dialect=self.servers.dialect(target), target=target,
                           sandbox=self.sandbox, append=self._append, emit=self.emit,
                           counter=self._next_index, total=self._total,
-                          max_tokens_cap=self.profile.cases.max_tokens)
+                          max_tokens_cap=self.profile.cases.max_tokens,
+                          checkpoint=self.control.checkpoint)
 
     def _model_done(self, target: Target) -> None:
         doc = self.document()
@@ -160,6 +167,7 @@ class Runner:
                 if r.get("model") == target.label and r.get("phase") == "baseline"]
         baseline = baseline_from(recs)
         for planned in plan:
+            await self.control.checkpoint()
             dialect = self.servers.dialect(target)
             request = build_request(planned, speed, prov.base_url, target.model_id, api_key, prov.extra_body)
             request = dialect.prepare(request, "speed")

@@ -1,0 +1,1 @@
+"""forgetui's Textual UI. Everything that imports Textual lives under this package."""
