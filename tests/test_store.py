@@ -254,7 +254,7 @@ def test_create_append_reopen(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="closed"):
         handle.append({"seq": 2})
 
-    assert sorted(p.name for p in handle.path.iterdir()) == [".lock", "records.jsonl", "run.json"]
+    assert sorted(p.name for p in handle.path.iterdir()) == [".lock", "records.jsonl", "run.json", "summary.json"]
     with store.open(run_id) as again:
         assert [r["seq"] for r in again.records] == [0, 1]
         assert again.read_run_json() == {"run_id": run_id, "status": "running"}

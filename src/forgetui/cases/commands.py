@@ -36,20 +36,43 @@ def run_list(out: TextIO, category: str | None = None, hard: bool = False) -> in
     return int(ExitCode.OK if not lib.problems else ExitCode.FAILURES)
 
 
+def show_text(case: Case, max_message_chars: int | None = None) -> str:
+    """One case as ``forgetui cases show`` prints it: header, messages, grader, reference.
+
+    With ``max_message_chars`` a longer message keeps its start and end around a note (the TUI
+    uses this for long-context prompts; the CLI prints everything)."""
+    info = describe_case(case)
+    parts = [f"{info['id']}  [{info['category']}, {'hard' if info['hard'] else 'easy'}]  {info['source']}",
+             f"sets: {', '.join(info['sets'])}   tags: {', '.join(info['tags']) or '-'}   max_tokens: {info['max_tokens']}"]
+    for message in info["messages"]:
+        content = message["content"]
+        if max_message_chars is not None and len(content) > max_message_chars:
+            content = _clip_middle(content, max_message_chars, case.id)
+        parts.append(f"\n--- {message['role']} ---\n{content}")
+    parts.append("\n--- grader ---\n" + json.dumps(info["grader"], indent=2, ensure_ascii=False))
+    if info["verify"]["reference"]:
+        parts.append("\n--- reference answer ---\n" + info["verify"]["reference"])
+    return "\n".join(parts)
+
+
+def _clip_middle(text: str, limit: int, case_id: str) -> str:
+    """The first two thirds and the last third of ``limit`` characters, cut at line ends."""
+    head = text[: limit * 2 // 3]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    tail = text[len(text) - (limit - limit * 2 // 3):]
+    tail = tail[tail.find("\n") + 1:] if "\n" in tail else tail
+    left_out = len(text) - len(head) - len(tail)
+    return (f"{head}\n\n[... {left_out:,} characters not shown; forgetui cases show {case_id} "
+            f"prints them all ...]\n\n{tail}")
+
+
 def run_show(out: TextIO, case_id: str) -> int:
     lib = library_for_cli()
     case = lib.by_id(case_id)
     if case is None:
         print(f"no case {case_id!r} (forgetui cases list)", file=out)
         return int(ExitCode.USAGE)
-    info = describe_case(case)
-    print(f"{info['id']}  [{info['category']}, {'hard' if info['hard'] else 'easy'}]  {info['source']}", file=out)
-    print(f"sets: {', '.join(info['sets'])}   tags: {', '.join(info['tags']) or '-'}   max_tokens: {info['max_tokens']}", file=out)
-    for message in info["messages"]:
-        print(f"\n--- {message['role']} ---\n{message['content']}", file=out)
-    print("\n--- grader ---\n" + json.dumps(info["grader"], indent=2, ensure_ascii=False), file=out)
-    if info["verify"]["reference"]:
-        print("\n--- reference answer ---\n" + info["verify"]["reference"], file=out)
+    print(show_text(case), file=out)
     return int(ExitCode.OK)
 
 

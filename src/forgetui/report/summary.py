@@ -96,9 +96,12 @@ def cases_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def summary_table(doc: dict[str, Any]) -> str:
-    """One row per model and prompt: TTFT, decode and prefill rates, tokens and flags."""
-    header = ["model", "prompt", "ok", "ttft med", "ttft p95", "decode tok/s", "+/-", "prefill tok/s", "tokens", "flags"]
+SPEED_HEADER = ["model", "prompt", "ok", "ttft med", "ttft p95", "decode tok/s", "+/-", "prefill tok/s", "tokens",
+                "flags"]
+
+
+def speed_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """One row (cells under ``SPEED_HEADER``) per model and prompt; a model that failed gets one error row."""
     rows: list[list[str]] = []
     for model in doc.get("models", []):
         speed = model.get("speed")
@@ -124,16 +127,26 @@ def summary_table(doc: dict[str, Any]) -> str:
                 _stat(s["completion_tokens"], "median", ".0f"),
                 ", ".join(s["flags"]),
             ])
+    return rows
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart, with a dashed rule under the header."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    return lines + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def summary_table(doc: dict[str, Any]) -> str:
+    """One row per model and prompt: TTFT, decode and prefill rates, tokens and flags."""
+    rows = speed_rows(doc)
     case_lines = cases_lines(doc)
     if not rows and not case_lines:
         return "No results."
     facts = model_lines(doc)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [*facts, ""] if facts else []
     if rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip())
-        lines.append("  ".join("-" * w for w in widths))
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines += format_table(SPEED_HEADER, rows)
     if case_lines:
         lines += ["", *case_lines]
     totals = doc.get("totals", {})

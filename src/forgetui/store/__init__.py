@@ -6,6 +6,7 @@ Never imports textual or rich: it is used by headless runs and tests alike.
 from forgetui.store.atomic import atomic_write_bytes, atomic_write_json
 from forgetui.store.jsonl import JsonlRead, append_record, read_records, repair_tail
 from forgetui.store.runstore import RunHandle, RunStore
+from forgetui.store.summary import summarize_run
 
 __all__ = [
     "JsonlRead",
@@ -16,4 +17,5 @@ __all__ = [
     "atomic_write_json",
     "read_records",
     "repair_tail",
+    "summarize_run",
 ]

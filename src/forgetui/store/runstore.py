@@ -4,6 +4,7 @@ Layout of ``<runs_dir>/<run_id>/``:
 
 * ``records.jsonl`` -- append-only, one record per finished request/case, fsynced as it completes;
 * ``run.json``      -- manifest + summary, always rewritten atomically;
+* ``summary.json``  -- the small index of run.json (``summarize_run``), rewritten right after it;
 * ``.lock``         -- ``flock``-ed by the one handle allowed to write the run.
 """
 
@@ -21,9 +22,11 @@ from forgetui.errors import StorageError
 from forgetui.store.atomic import atomic_write_json, describe_error, fsync_dir
 from forgetui.store.jsonl import append_record, read_records, repair_tail
 from forgetui.store.lock import acquire_lock, release_lock
+from forgetui.store.summary import summarize_run
 
 RECORDS = "records.jsonl"
 RUN_JSON = "run.json"
+SUMMARY_JSON = "summary.json"
 LOCK = ".lock"
 
 
@@ -88,10 +91,18 @@ class RunHandle:
         self.records.append(record)
 
     def write_run_json(self, doc: dict) -> None:
-        """Atomically replace ``run.json`` with ``doc``."""
+        """Atomically replace ``run.json`` with ``doc``, then ``summary.json`` with its summary.
+
+        run.json goes first: a crash between the two leaves an older summary.json, which
+        ``RunStore.list_summaries`` notices (it is older than run.json) and does not trust.
+        """
         if self.closed:
             raise StorageError(f"run {self.run_id} is closed")
         atomic_write_json(self.path / RUN_JSON, doc)
+        summary = summarize_run(doc)
+        if summary.get("run_id") is None:
+            summary["run_id"] = self.run_id
+        atomic_write_json(self.path / SUMMARY_JSON, summary)
 
     def read_run_json(self) -> dict | None:
         """The current ``run.json``, None if not written yet; StorageError if corrupt."""
@@ -225,6 +236,43 @@ class RunStore:
             found.append((_created_ts(doc, mtime), mtime, doc))
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
         return [doc for _, _, doc in found]
+
+    def list_summaries(self) -> list[dict[str, Any]]:
+        """Every listable run's ``summary.json``, newest first, in the order of ``list_runs``.
+
+        A run without a summary.json, or whose summary.json is older than its run.json (written by
+        an older forgetui, or a crash between the two writes), is summarised from run.json instead.
+        """
+        found: list[tuple[float, float, dict]] = []
+        try:
+            entries = list(os.scandir(self.runs_dir))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot list {self.runs_dir}: {describe_error(exc)}") from exc
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                summary = self._read_summary(Path(entry.path))
+                mtime = entry.stat(follow_symlinks=False).st_mtime
+            except (FileNotFoundError, StorageError, OSError):
+                continue  # no readable run.json: not listable (as in list_runs)
+            if summary.get("run_id") is None:
+                summary["run_id"] = entry.name
+            found.append((_created_ts(summary, mtime), mtime, summary))
+        found.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        return [summary for _, _, summary in found]
+
+    @staticmethod
+    def _read_summary(path: Path) -> dict[str, Any]:
+        run_mtime = os.stat(path / RUN_JSON).st_mtime_ns  # FileNotFoundError: not a listable run
+        try:
+            if os.stat(path / SUMMARY_JSON).st_mtime_ns >= run_mtime:
+                return _read_json(path / SUMMARY_JSON)
+        except (FileNotFoundError, StorageError):
+            pass
+        return summarize_run(_read_json(path / RUN_JSON))
 
     def load_run(self, run_id: str) -> dict[str, Any]:
         """The ``run.json`` of ``run_id``; StorageError if it (or the run) is missing or corrupt."""

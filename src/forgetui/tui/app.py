@@ -164,6 +164,9 @@ class ForgetApp(App[int]):
 
     def on_run_ended(self, message: RunEnded) -> None:
         live = message.session.live
+        tick = getattr(self.screen, "tick", None)
+        if tick is not None:
+            tick()  # show the final counts now, not at the next timer
         if message.error:
             self.notify(message.error, title="Run failed", severity="error", timeout=15)
         elif live.finished is not None:
@@ -216,7 +219,7 @@ class ForgetApp(App[int]):
         self.cancel_run()
         if worker is not None:
             await worker.wait() if not worker.is_finished else None
-        self.exit(130)
+        self.exit(130, return_code=130)
 
     async def action_quit(self) -> None:
         await self.action_request_quit()

@@ -46,6 +46,8 @@ class LiveRun:
         self.speed_ok = 0
         self.speed_bad = 0
         self.current: RequestStarted | None = None
+        #: The most recent request started (kept after it finished, so its text stays on screen).
+        self.last: RequestStarted | None = None
         self.inflight: dict[int, RequestStarted] = {}
         self.log: deque[LogLine] = deque(maxlen=2000)
         self._log_seq = 0
@@ -75,7 +77,7 @@ class LiveRun:
             if self.first_request_at is None:
                 self.first_request_at = time.monotonic()
             self.inflight[event.index] = event
-            self.current = event
+            self.current = self.last = event
         elif isinstance(event, RequestFinished):
             self._finish(event.index)
             r = event.record["request"]
