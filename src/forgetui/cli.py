@@ -33,8 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("runs", help="list stored runs, newest first")
 
+    tui = sub.add_parser("tui", help="open the TUI (what plain `forgetui` does), optionally running a profile")
+    tui.add_argument("profile", nargs="?", type=Path, help="a profile to run at once")
+    tui.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run of that profile")
+    tui.add_argument("--screen", choices=["models", "run", "results", "cases"], default=None,
+                     help="the screen to open (default: models, or run with a profile)")
+    tui.add_argument("--allow-unsandboxed", action="store_true", help="see forgetui run --help")
+
     demo = sub.add_parser("demo", help="run the quick profile against the embedded SmolLM2-135M model")
-    demo.add_argument("--headless", action="store_true", help="no TUI (the default until the TUI exists)")
+    demo.add_argument("--headless", action="store_true",
+                      help="no TUI: progress on stderr, summary on stdout (the default when not on a terminal)")
     serve = sub.add_parser("serve-demo", help="serve the embedded demo model and print its URL")
     serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
 
@@ -104,7 +112,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "demo":
         from .demo_cmd import run_demo
 
-        return run_demo(headless=True)
+        return run_demo(headless=args.headless or not _on_terminal())
+    if args.command == "tui":
+        return run_tui(args.profile, resume=args.resume, screen=args.screen,
+                       allow_unsandboxed=args.allow_unsandboxed)
     if args.command == "serve-demo":
         from .demo_cmd import serve_demo
 
@@ -136,12 +147,37 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return run_bench(args.target, quick=args.quick, cases=args.cases, json_out=args.json_out,
                          speed_only=args.speed_only, allow_unsandboxed=args.allow_unsandboxed)
+    if _on_terminal():
+        return run_tui()
     parser.print_help(sys.stderr)
-    print(
-        "\nThe interactive TUI is not built yet; use 'forgetui --run PROFILE' (see README.md).",
-        file=sys.stderr,
-    )
+    print("\nforgetui: no terminal here for the TUI; use 'forgetui --run PROFILE' for a headless run.",
+          file=sys.stderr)
     return int(ExitCode.USAGE)
+
+
+def _on_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def run_tui(profile: Path | None = None, resume: str | None = None, screen: str | None = None,
+            allow_unsandboxed: bool = False) -> int:
+    """Open the Textual app. Refresh and animation defaults are set before Textual is imported,
+    because Textual reads them at import time."""
+    import os
+
+    ssh = bool(os.environ.get("SSH_CONNECTION") or os.environ.get("SSH_TTY"))
+    # Frames per second cap: Textual's default 60 is more than a terminal over SSH needs.
+    os.environ.setdefault("TEXTUAL_FPS", "15" if ssh else "30")
+    if ssh:
+        os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+    if profile is not None and not profile.is_file():
+        raise ForgetuiError(f"{profile}: file not found")
+    from .tui.app import ForgetApp
+
+    app = ForgetApp(start_mode=screen or ("run" if profile else "models"), profile_path=profile,
+                    resume=resume, allow_unsandboxed=allow_unsandboxed)
+    app.run()
+    return int(app.return_code or 0)
 
 
 def _config(args: argparse.Namespace) -> int:

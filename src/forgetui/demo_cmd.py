@@ -31,14 +31,17 @@ def run_demo(headless: bool = True) -> int:
     """Start the embedded model, run the quick profile against it, stop the model."""
     print("forgetui demo: starting the embedded SmolLM2-135M-Instruct (Q4_1) on llama-cpp-python...",
           file=sys.stderr, flush=True)
-    if not headless or sys.stdout.isatty():
-        print("(the TUI is not built yet: running headless)", file=sys.stderr)
     with DemoServer(log_dir=locations().cache_dir) as server:
         print(f"demo model serving at {server.base_url} (pid {server.proc.pid if server.proc else '?'})",
               file=sys.stderr, flush=True)
         profile = _profiles_dir() / "demo.toml"
         profile.write_text(quick_profile_text(server.base_url))
-        return run_headless(profile, resume_hint=False)
+        if headless:
+            return run_headless(profile, resume_hint=False)
+        from .cli import run_tui
+
+        # The model stops when the TUI closes; its run stays in the store like any other.
+        return run_tui(profile)
 
 
 def serve_demo(port: int = 0) -> int:

@@ -75,7 +75,8 @@ class ForgetApp(App[int]):
     COMMAND_PALETTE_BINDING = "ctrl+p"
 
     def __init__(self, start_mode: str = "models", config: Config | None = None,
-                 profile_path: Path | None = None, allow_unsandboxed: bool = False) -> None:
+                 profile_path: Path | None = None, allow_unsandboxed: bool = False,
+                 resume: str | None = None) -> None:
         super().__init__()
         self.locations = locations()
         self.config_problem: str | None = None
@@ -90,6 +91,7 @@ class ForgetApp(App[int]):
         self.allow_unsandboxed = allow_unsandboxed
         #: A profile to start at once (``forgetui demo``, ``forgetui PROFILE``).
         self.start_profile = profile_path
+        self.start_resume = resume
         self.session: RunSession | None = None
         self.run_worker_: Worker | None = None
         self.theme_problems: list[str] = []
@@ -121,7 +123,7 @@ class ForgetApp(App[int]):
             self.notify("\n".join(notes), title="Some settings were not applied", severity="warning", timeout=12)
         self.switch_mode(self.start_mode)
         if self.start_profile is not None:
-            self.start_run(self.start_profile)
+            self.start_run(self.start_profile, resume=self.start_resume)
 
     def key_for(self, binding_id: str) -> str:
         """The first key of a binding after the user's keymap, for labels and hints."""
@@ -167,6 +169,10 @@ class ForgetApp(App[int]):
         tick = getattr(self.screen, "tick", None)
         if tick is not None:
             tick()  # show the final counts now, not at the next timer
+        from .widgets.topbar import TopBar
+
+        for bar in self.screen.query(TopBar):
+            bar.redraw()
         if message.error:
             self.notify(message.error, title="Run failed", severity="error", timeout=15)
         elif live.finished is not None:

@@ -87,7 +87,7 @@ parameters and size (from the server, or from the GGUF file when the server name
             table.add_row(p.name, "probing…", p.kind or "auto", "", "", p.base_url, key=p.name)
         if not providers:
             self.set_status(f"No providers configured. Press {self.app.key_for('models.add')} to add one, "  # type: ignore[attr-defined]
-                            f"or edit {self.app.locations.config_file}.")  # type: ignore[attr-defined]
+                            "or edit config.toml (forgetui locate config).")
             self.query_one("#models", DataTable).clear()
             return
         self.set_status("Probing providers…")

@@ -50,10 +50,12 @@ This screen refreshes a few times a second whatever the token rate (4 Hz over SS
 
     DEFAULT_CSS = """
     RunScreen #run-head { height: 2; padding: 0 1; }
-    RunScreen #run-progress { height: 3; padding: 0 1; }
-    RunScreen #run-progress ProgressBar { width: 1fr; }
+    RunScreen #run-progress { height: 1; padding: 0 1; }
     RunScreen #run-counts { height: auto; padding: 0 1; }
-    RunScreen #run-log { height: 1fr; min-height: 4; border: round $panel-lighten-1; }
+    RunScreen #run-log { height: 2fr; min-height: 4; border: round $panel-lighten-1; }
+    RunScreen LiveMeters { height: 3fr; max-height: 19; }
+    RunScreen #bar { width: 1fr; }
+    RunScreen #bar > Bar { width: 1fr; }
     RunScreen #run-idle { padding: 1 2; }
     """
 

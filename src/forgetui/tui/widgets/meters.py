@@ -34,7 +34,8 @@ class LiveMeters(Vertical):
     LiveMeters Digits { width: auto; color: $primary; }
     LiveMeters #rate-label { color: $text-muted; }
     LiveMeters Sparkline { width: 1fr; height: 4; margin: 1 1 0 1; }
-    LiveMeters #stream-tail { height: 8; border: round $panel-lighten-1; padding: 0 1; overflow-y: hidden; }
+    LiveMeters #stream-tail { height: 1fr; min-height: 3; border: round $panel-lighten-1; padding: 0 1;
+                              overflow-y: hidden; }
     """
 
     TAIL_CHARS = 1200
