@@ -7,10 +7,11 @@ so an answer cannot style the screen or send escape sequences to the terminal.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from rich.text import Text
+
+from ..widgets.text import inert as clean
 
 #: Reasoning longer than this is cut to its start and (mostly) its end.
 REASONING_KEEP = 6000
@@ -23,24 +24,6 @@ SANDBOX_KEYS = ("sandbox_status", "sandbox_label", "sandbox_reason", "exit_code"
                 "language", "extraction_method", "extraction_note", "code")
 STATUS_STYLE = {"fail": "bold red", "error": "bold yellow"}
 GLYPH = {"fail": "✗", "error": "!"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def clean(text: Any) -> str:
-    """Text safe for the terminal: control characters (ESC included) become visible symbols."""
-    if text is None:
-        return ""
-    text = str(text).replace("\r\n", "\n")
-
-    def visible(m: re.Match[str]) -> str:
-        code = ord(m.group(0))
-        if code < 0x20:
-            return chr(0x2400 + code)  # ␛ for ESC, ␍ for CR, ...
-        return "␡" if code == 0x7F else f"\\u{code:04x}"
-
-    return _CONTROL.sub(visible, text)
-
-
 def _compact(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
