@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from textual.screen import Screen
-from textual.widgets import DataTable
 
 from forgetui.headless import run_headless
 from forgetui.paths import locations
@@ -131,7 +130,7 @@ async def test_runs_newest_first_and_the_highlighted_run_summary(runs: dict[str,
         await _go_to(screen, pilot, runs["beta"]["run_id"])
         text = await _detail_shows(screen, pilot, runs["beta"]["run_id"])
         beta = runs["beta"]
-        assert f"profile: beta" in text and f"case set: {beta['fingerprint']['case_set_revision']}" in text
+        assert "profile: beta" in text and f"case set: {beta['fingerprint']['case_set_revision']}" in text
         assert f"requests: {beta['totals']['ok']}/{beta['totals']['requests']} ok" in text
         for model in beta["models"]:
             assert f"== {model['model']} " in text
@@ -176,7 +175,8 @@ async def test_mark_two_runs_and_compare(runs: dict[str, dict], size) -> None:
         expected = compare_models(alpha, "fake/m", beta, "fake/n")["differing"]
         assert [d["case_id"] for d in expected] == ["quick.json.record"]
         text = compare.text()
-        assert f"A: fake/m   run {alpha['run_id']}" in text and f"B: fake/n   run {beta['run_id']}" in text
+        assert re.search(rf"^A: fake/m .*run {alpha['run_id']}$", text, re.M), text
+        assert re.search(rf"^B: fake/n .*run {beta['run_id']}$", text, re.M), text
         assert re.search(r"^quick\.json\.record\s+instruct\s+fail\s+pass$", text, re.M), text
         assert "1 case differ" in text and "WARNING" not in text
         assert re.search(r"^instruct\s+0/3\s+0%\s+1/3\s+33%$", text, re.M), text
@@ -279,3 +279,25 @@ def test_made_runs_are_real(made_runs: dict[str, dict]) -> None:
     assert statuses["fake/n"]["quick.json.record"] == "pass"
     assert statuses["fake/p"]["quick.json.record"] == "fail"
     assert json.loads(json.dumps(made_runs["gamma"]))["models"][0]["cases_summary"]["total"] == 1
+
+
+async def test_compare_header_warns_about_different_case_sets(home: Path, made_runs: dict[str, dict]) -> None:
+    alpha = made_runs["alpha"]
+    other = json.loads(json.dumps(made_runs["beta"]))
+    other["fingerprint"]["case_set_revision"] = "0000older0000"
+    app = ForgetApp(start_mode="results")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _listed(app, pilot)
+        await app.push_screen(CompareScreen(alpha, "fake/m", other, "fake/p"))
+        compare = await _screen_of(app, pilot, CompareScreen)
+        header = compare.query_one("#compare-header")
+        assert header.has_class("-warn")
+        revision = alpha["fingerprint"]["case_set_revision"]
+        assert f"WARNING: different case-set revisions ({revision} vs 0000older0000)" in compare.text()
+        await pilot.press("f1")  # the help screen knows this screen's keys
+        await pilot.pause()
+        assert "compare.back" in app.screen.text()
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("escape")
+        assert await _screen_of(app, pilot, ResultsScreen)

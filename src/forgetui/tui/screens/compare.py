@@ -17,9 +17,13 @@ from .. import keymap
 from .runview import compare_lines, local_time
 
 
-def _side_line(tag: str, side: dict[str, Any]) -> str:
-    return (f"{tag}: {side['model']}   run {side['run_id']} ({side['name'] or '-'}, "
-            f"{local_time(side['created_at'])})   case set {side['case_set_revision'] or 'none'}")
+def header_lines(result: dict[str, Any]) -> list[str]:
+    """Which model of which run is A and B, the case set, and any warning."""
+    lines = [f"{tag}: {side['model']}   {side['name'] or '-'}, {local_time(side['created_at'])}, run {side['run_id']}"
+             for tag, side in (("A", result["a"]), ("B", result["b"]))]
+    if not result["revision_mismatch"]:
+        lines.append(f"case set {result['a']['case_set_revision'] or 'none'} for both")
+    return lines + [f"WARNING: {w}" for w in result["warnings"]]
 
 
 class CompareScreen(Screen):
@@ -62,9 +66,7 @@ name a changed case. These are raw counts; with few cases a difference can be ch
 
     def compose(self) -> ComposeResult:
         result = self.result
-        header = [_side_line("A", result["a"]), _side_line("B", result["b"])]
-        header += [f"WARNING: {w}" for w in result["warnings"]]
-        yield Static("\n".join(header), id="compare-header", markup=False,
+        yield Static("\n".join(header_lines(result)), id="compare-header", markup=False,
                      classes="-warn" if result["warnings"] else "")
         with Container(id="compare-body"):
             with ScrollableContainer(id="compare-summary", classes="pane"):
