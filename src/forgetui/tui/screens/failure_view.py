@@ -72,7 +72,7 @@ def render_case(model: str, c: dict[str, Any]) -> dict[str, Text]:
     details = c.get("details") if isinstance(c.get("details"), dict) else {}
     status = str(c.get("status", "?"))
     summary = Text.assemble((f"{status.upper()}  ", STATUS_STYLE.get(status, "bold")), (clean(c.get("case_id", "?")), "bold"))
-    meta = [clean(model), clean(c.get("category") or "?"), "hard" if c.get("hard") else "easy",
+    meta = [clean(model), clean(c.get("category") or "?"), "hard" if c.get("hard") else "standard",
             f"grader {clean(c.get('grader') or '?')}"]
     if c.get("tags"):
         meta.append("tags " + clean(", ".join(map(str, c["tags"]))))

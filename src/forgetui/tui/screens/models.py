@@ -21,6 +21,7 @@ from ..session import RUN_KINDS, write_adhoc_profile
 from .base import BaseScreen
 
 MODEL_COLUMNS = ("", "model", "state", "context", "quant", "params", "size", "server")
+PROVIDER_COLUMNS = ("name", "status", "kind", "version", "models", "base URL")
 
 
 class ModelsScreen(BaseScreen):
@@ -72,9 +73,6 @@ parameters and size (from the server, or from the GGUF file when the server name
         self.selected: set[str] = set()
         self.rows: dict[str, list[str]] = {}
         self.probe_results: list[Any] = []
-        providers = self.query_one("#providers", DataTable)
-        providers.add_columns("name", "status", "kind", "version", "models", "base URL")
-        self.query_one("#models", DataTable).add_columns(*MODEL_COLUMNS)
         self.refresh_hint()
         self.action_refresh()
 
@@ -82,13 +80,15 @@ parameters and size (from the server, or from the GGUF file when the server name
     def action_refresh(self) -> None:
         providers = self.app.config.providers  # type: ignore[attr-defined]
         table = self.query_one("#providers", DataTable)
-        table.clear()
+        table.clear(columns=True)
+        table.add_columns(*PROVIDER_COLUMNS)
         for p in providers:
             table.add_row(p.name, "probing…", p.kind or "auto", "", "", p.base_url, key=p.name)
         if not providers:
             self.set_status(f"No providers configured. Press {self.app.key_for('models.add')} to add one, "  # type: ignore[attr-defined]
                             "or edit config.toml (forgetui locate config).")
-            self.query_one("#models", DataTable).clear()
+            self.query_one("#models", DataTable).clear(columns=True)
+            self.query_one("#models", DataTable).add_columns(*MODEL_COLUMNS)
             return
         self.set_status("Probing providers…")
         self.probe(list(providers))
@@ -104,7 +104,9 @@ parameters and size (from the server, or from the GGUF file when the server name
     def show_probe(self, results: list[Any], rows: list[list[str]]) -> None:
         self.probe_results = results
         providers = self.query_one("#providers", DataTable)
-        providers.clear()
+        # Columns are rebuilt with the rows: DataTable keeps auto widths from the old rows otherwise.
+        providers.clear(columns=True)
+        providers.add_columns(*PROVIDER_COLUMNS)
         up = 0
         for prov, kind, detected, info in results:
             if info.reachable:
@@ -124,7 +126,8 @@ parameters and size (from the server, or from the GGUF file when the server name
     def fill_models(self) -> None:
         table = self.query_one("#models", DataTable)
         cursor = table.cursor_row
-        table.clear()
+        table.clear(columns=True)
+        table.add_columns(*MODEL_COLUMNS)
         for label, row in self.rows.items():
             mark = Text("[x]", style="bold green") if label in self.selected else Text("[ ]")
             table.add_row(mark, *row, key=label)
