@@ -186,3 +186,36 @@ async def test_refresh_guard_300_tokens_per_second(home: Path, fake, write_profi
         assert frames <= app.refresh_hz * seconds + 3, (frames, seconds)
         assert meters.updates <= 4 * (app.refresh_hz * seconds + 3)
         assert max_queue < 20
+
+
+async def test_stream_tail_shows_model_text_inert(home: Path, fake, write_profile) -> None:
+    """Escape sequences and markup from a model are shown as text, never interpreted."""
+    server = fake({"m": Script(content_text="\x1b[31mred\x1b[0m [bold]x[/bold] \x1b]0;title\x07 end", gap_s=0.001)})
+    app = ForgetApp(start_mode="run")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await _start(pilot, app, write_profile, server, repeats=1, max_tokens=50)
+        await wait_until(pilot, lambda: app.session.live.finished is not None, what="run finished")
+        app.screen.tick()
+        await pilot.pause()
+        tail = app.screen.query_one("#stream-tail").render()
+        plain = str(tail)
+        assert "\x1b" not in plain and "\x07" not in plain
+        assert "␛[31mred␛[0m" in plain and "[bold]x[/bold]" in plain and "end" in plain
+
+
+async def test_palette_offers_the_screens_own_commands(home: Path, fake, write_profile) -> None:
+    server = fake({"m": Script(content_tokens=400, gap_s=0.01)})
+    app = ForgetApp(start_mode="run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        idle = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Run: failures so far" in idle and "Run: cancel now" not in idle
+        await _start(pilot, app, write_profile, server, repeats=3, max_tokens=400)
+        titles = {c.title: c for c in app.get_system_commands(app.screen)}
+        assert "Run: cancel now" in titles and "Run: stop after current request" in titles
+        titles["Run: stop after current request"].callback()
+        assert app.session.control.stop_requested
+        await wait_until(pilot, lambda: app.session.live.finished is not None, what="stopped")
+        await pilot.press("1")
+        await wait_until(pilot, lambda: app.current_mode == "models", what="models")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Models: run selected" in titles and "Run: failures so far" not in titles
