@@ -21,6 +21,7 @@ demo: bootstrap
 test: bootstrap
 	$(UV) run pytest -q
 	$(UV) run forgetui cases verify
+	FORGETUI_CMD="$(UV) run forgetui" PYTHON_CMD="$(UV) run python" bash scripts/tmux-smoke.sh
 
 bench: bootstrap
 	$(UV) run python benchmarks/client_overhead.py

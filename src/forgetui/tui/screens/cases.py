@@ -24,6 +24,7 @@ from ...cases.schema import CATEGORIES, Case
 from .. import keymap
 from ..app import PaletteCommand
 from .base import BaseScreen
+from ..widgets.table import Table
 
 DIFFICULTIES = (None, "hard", "standard")
 #: Longer prompt messages are shown as start + end (long-context cases run to ~100k characters,
@@ -184,7 +185,7 @@ The command palette (`ctrl+p`) also offers *Cases: filter by category ...* and
                 yield Input(placeholder="filter: words, cat:coding, tag:python, set:quick, hard, easy",
                             id="cases-filter")
                 yield Static("loading the case library...", id="cases-status", markup=False)
-                yield DataTable(id="cases-table", cursor_type="row", zebra_stripes=True)
+                yield Table(id="cases-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="cases-detail-pane", classes="pane"):
                 yield Static("", id="cases-detail", markup=False)
 

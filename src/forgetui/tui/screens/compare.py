@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Static
 from ...report.compare import compare_models
 from .. import keymap
 from .runview import compare_lines, local_time
+from ..widgets.table import Table
 
 
 def header_lines(result: dict[str, Any]) -> list[str]:
@@ -76,7 +77,7 @@ name a changed case. These are raw counts; with few cases a difference can be ch
                 title = (f"{n} case{'s' if n != 1 else ''} differ ({result['common_cases']} in both)"
                          if n else f"No case differs ({result['common_cases']} in both)")
                 yield Static(title, id="diff-title", markup=False)
-                yield DataTable(id="diff", cursor_type="row", zebra_stripes=True)
+                yield Table(id="diff", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:

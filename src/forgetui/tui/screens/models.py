@@ -19,6 +19,7 @@ from .. import keymap
 from ..app import PaletteCommand
 from ..session import RUN_KINDS, write_adhoc_profile
 from .base import BaseScreen
+from ..widgets.table import Table
 
 MODEL_COLUMNS = ("", "model", "state", "context", "quant", "params", "size", "server")
 PROVIDER_COLUMNS = ("name", "status", "kind", "version", "models", "base URL")
@@ -61,9 +62,9 @@ parameters and size (from the server, or from the GGUF file when the server name
     def compose_body(self) -> ComposeResult:
         with Vertical():
             yield Static("Providers", classes="title")
-            yield DataTable(id="providers", cursor_type="row", zebra_stripes=True)
+            yield Table(id="providers", cursor_type="row", zebra_stripes=True)
             yield Static("Models", classes="title")
-            yield DataTable(id="models", cursor_type="row", zebra_stripes=True)
+            yield Table(id="models", cursor_type="row", zebra_stripes=True)
             with Horizontal(id="run-bar"):
                 yield Select([(k, k) for k in RUN_KINDS], value=next(iter(RUN_KINDS)), allow_blank=False, id="kind")
                 yield Static("", id="run-hint")

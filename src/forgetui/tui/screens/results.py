@@ -26,6 +26,7 @@ from .. import keymap
 from ..app import PaletteCommand
 from .base import BaseScreen
 from .runview import detail_text, run_row
+from ..widgets.table import Table
 
 #: A resumed screen re-lists at most this often (switching modes back and forth stays cheap).
 RESUME_RELIST_S = 1.0
@@ -109,7 +110,7 @@ quick set's scores, every case that did not pass with its reason, and the speed 
         with Container(id="results-body"):
             with Vertical(id="runs-pane", classes="pane"):
                 yield Static("Reading the run store...", id="runs-status", markup=False)
-                yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+                yield Table(id="runs", cursor_type="row", zebra_stripes=True)
             with ScrollableContainer(id="detail-pane", classes="pane"):
                 yield Static("", id="detail", markup=False)
 

@@ -51,7 +51,7 @@ This screen refreshes a few times a second whatever the token rate (4 Hz over SS
     DEFAULT_CSS = """
     RunScreen #run-head { height: 2; padding: 0 1; }
     RunScreen #run-progress { height: 1; padding: 0 1; }
-    RunScreen #run-counts { height: auto; padding: 0 1; }
+    RunScreen #run-counts { height: 2; padding: 0 1; }
     RunScreen #run-log { height: 2fr; min-height: 4; border: round $panel-lighten-1; }
     RunScreen LiveMeters { height: 3fr; max-height: 19; }
     RunScreen #bar { width: 1fr; }
@@ -121,7 +121,7 @@ This screen refreshes a few times a second whatever the token rate (4 Hz over SS
     def _update_static(self, selector: str, attr: str, text: Text) -> None:
         if getattr(self, attr) != text:
             setattr(self, attr, text)
-            self.query_one(selector, Static).update(text)
+            self.query_one(selector, Static).update(text, layout=False)  # fixed-height boxes
 
     def _state(self, session) -> str:
         live = session.live

@@ -33,7 +33,9 @@ class LiveMeters(Vertical):
     LiveMeters #rate-box { width: auto; min-width: 22; padding: 0 1; }
     LiveMeters Digits { width: auto; color: $primary; }
     LiveMeters #rate-label { color: $text-muted; }
-    LiveMeters Sparkline { width: 1fr; height: 4; margin: 1 1 0 1; }
+    LiveMeters Sparkline { width: 1fr; max-width: 60; height: 4; margin: 1 1 0 1; }
+    LiveMeters Sparkline > .sparkline--max-color { color: $primary; }
+    LiveMeters Sparkline > .sparkline--min-color { color: $primary; }
     LiveMeters #stream-tail { height: 1fr; min-height: 3; border: round $panel-lighten-1; padding: 0 1;
                               overflow-y: hidden; }
     """
@@ -49,6 +51,7 @@ class LiveMeters(Vertical):
         self._last: dict[str, Any] = {}
         self._prev: tuple[int, float] | None = None  # (token events, monotonic) at the last sample
         self._progress: Any = None
+        self._tail_at = 0.0
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="meter-row"):
@@ -81,12 +84,20 @@ class LiveMeters(Vertical):
         if progress is not None:
             self.history.append(rate)
         facts = self._facts(started, progress, now)
-        self._set("facts", facts, lambda v: self.query_one("#meter-facts", Static).update(v))
+        # Fixed-size boxes: update without a layout pass (a layout re-lays out the whole screen).
+        self._set("facts", facts, lambda v: self.query_one("#meter-facts", Static).update(v, layout=False))
         self._set("rate", f"{rate:.1f}", lambda v: self.query_one("#rate", Digits).update(v))
         if progress is not None:
             self._set("spark", tuple(self.history), lambda v: setattr(self.query_one("#spark", Sparkline), "data", list(v)))
         size = (progress.content_chars, progress.reasoning_chars) if progress is not None else None
-        self._set("tail", size, lambda _v: self.query_one("#stream-tail", Static).update(self._tail(progress)))
+        # The tail is the costliest part to draw (wrap + repaint of a large box): at most 4 times a
+        # second, and always once more when the request is done.
+        done = progress is None or progress.state == "done"
+        if done or now - self._tail_at >= 0.25:
+            before_tail = self.updates
+            self._set("tail", size, lambda _v: self.query_one("#stream-tail", Static).update(self._tail(progress), layout=False))
+            if self.updates != before_tail:
+                self._tail_at = now
         if self.updates != before:
             self.frames += 1
 
