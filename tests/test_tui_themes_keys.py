@@ -126,3 +126,20 @@ def test_headless_path_never_imports_textual() -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def test_over_ssh_no_animations_and_slower_refresh(home: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SSH_CONNECTION", "10.0.0.2 50000 10.0.0.1 22")
+    app = ForgetApp(start_mode="run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.animation_level == "none"
+        assert app.refresh_hz == Config().tui.ssh_refresh_hz == 4.0
+        timer = app.screen.timer
+        assert abs(timer._interval - 0.25) < 1e-9
+    monkeypatch.delenv("SSH_CONNECTION")
+    monkeypatch.delenv("SSH_TTY", raising=False)
+    local = ForgetApp(start_mode="run", config=Config(tui=TuiSettings(refresh_hz=10, animations="auto")))
+    async with local.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert local.refresh_hz == 10 and local.animation_level != "none"
