@@ -16,7 +16,7 @@ import re
 import secrets
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from forgetui.errors import StorageError
 from forgetui.store.atomic import atomic_write_json, describe_error, fsync_dir
@@ -217,25 +217,7 @@ class RunStore:
         Only ``run.json`` files are read, never records. Each dict gets ``run_id`` (the directory
         name) if it lacks one, so callers can reopen it.
         """
-        found: list[tuple[float, float, dict]] = []
-        try:
-            entries = list(os.scandir(self.runs_dir))
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StorageError(f"cannot list {self.runs_dir}: {describe_error(exc)}") from exc
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                continue
-            try:
-                doc = _read_json(Path(entry.path) / RUN_JSON)
-                mtime = entry.stat(follow_symlinks=False).st_mtime
-            except (FileNotFoundError, StorageError, OSError):
-                continue  # a run without a readable run.json is not listable; skip, don't fail
-            doc.setdefault("run_id", entry.name)
-            found.append((_created_ts(doc, mtime), mtime, doc))
-        found.sort(key=lambda item: (item[0], item[1]), reverse=True)
-        return [doc for _, _, doc in found]
+        return self._newest_first(lambda path: _read_json(path / RUN_JSON))
 
     def list_summaries(self) -> list[dict[str, Any]]:
         """Every listable run's ``summary.json``, newest first, in the order of ``list_runs``.
@@ -243,6 +225,11 @@ class RunStore:
         A run without a summary.json, or whose summary.json is older than its run.json (written by
         an older forgetui, or a crash between the two writes), is summarised from run.json instead.
         """
+        return self._newest_first(self._read_summary)
+
+    def _newest_first(self, read: Callable[[Path], dict[str, Any]]) -> list[dict[str, Any]]:
+        """``read(run_dir)`` for every run directory, newest first; runs it cannot read are skipped
+        (a run without a readable run.json is not listable; that is not an error)."""
         found: list[tuple[float, float, dict]] = []
         try:
             entries = list(os.scandir(self.runs_dir))
@@ -254,15 +241,15 @@ class RunStore:
             if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                 continue
             try:
-                summary = self._read_summary(Path(entry.path))
+                doc = read(Path(entry.path))
                 mtime = entry.stat(follow_symlinks=False).st_mtime
             except (FileNotFoundError, StorageError, OSError):
-                continue  # no readable run.json: not listable (as in list_runs)
-            if summary.get("run_id") is None:
-                summary["run_id"] = entry.name
-            found.append((_created_ts(summary, mtime), mtime, summary))
+                continue
+            if doc.get("run_id") is None:
+                doc["run_id"] = entry.name
+            found.append((_created_ts(doc, mtime), mtime, doc))
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
-        return [summary for _, _, summary in found]
+        return [doc for _, _, doc in found]
 
     @staticmethod
     def _read_summary(path: Path) -> dict[str, Any]:
