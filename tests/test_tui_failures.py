@@ -223,3 +223,19 @@ async def test_rerun_all_selects_every_listed_failure(stored) -> None:
                 break
             await pilot.pause(0.05)
         assert app.session.live.finished is not None
+
+
+def test_usage_section_shows_attempts_recovery_tokens_and_cost() -> None:
+    from forgetui.tui.screens.failure_view import render_case
+
+    case = {"case_id": "x", "status": "fail", "reason": "wrong", "outcome": "finished", "finish_reason": "stop",
+            "tokens": {"input": 100, "output": 40, "reasoning": 30}, "cost_usd": 0.00012, "rate_limited": 2,
+            "recovered": True, "recovery": {"switch": "chat_template_kwargs.enable_thinking=false"},
+            "attempts": [{"outcome": "finished", "finish_reason": "length", "response": "", "reasoning": "hmm " * 10,
+                          "usage": {"completion_tokens": 30}, "reason": "empty answer, thinking used the budget"}]}
+    usage = str(render_case("fake/m", case)["usage"])
+    assert "in 100, out 40, reasoning 30" in usage and "$0.000120" in usage
+    assert "rate limited 2 time(s)" in usage
+    assert "enable_thinking=false" in usage
+    assert "earlier attempt 1: outcome finished · finish length · 0 chars of answer · 40 chars of reasoning" in usage
+    assert "empty answer, thinking used the budget" in usage and '"completion_tokens": 30' in usage

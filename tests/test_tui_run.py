@@ -40,6 +40,8 @@ async def test_models_screen_selects_models_and_runs_them(home: Path, fake) -> N
         assert live.finished.status == "complete"
         assert live.targets == ("fake/m1",)
         assert live.done == live.total and live.speed_bad == 0 and live.failed == live.errors == 0
+        assert live.tokens_out >= 9 * 24 and live.tokens_in > 0  # server-reported usage, all requests
+        assert f"out {live.tokens_out:,}" in str(app.screen.query_one("#run-counts").render())
         # The same store as headless: run.json and records.jsonl on disk, listed by the store.
         runs = RunStore(locations().runs_dir).list_runs()
         measured = [r for p in runs[0]["models"][0]["speed"]["prompts"] for r in p["requests"]]

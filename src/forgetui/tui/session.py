@@ -55,6 +55,11 @@ class LiveRun:
         self.first_request_at: float | None = None
         self.finished: RunFinished | None = None
         self.failure_ids: list[tuple[str, str]] = []  # (model, case id) in the order they failed
+        #: Tokens so far (speed requests and cases, all attempts), cost when the provider has prices.
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.cost_usd: float | None = None
+        self.recovered = 0
         #: Bumped on every event, so a screen can skip redrawing what did not change.
         self.version = 0
 
@@ -81,6 +86,8 @@ class LiveRun:
         elif isinstance(event, RequestFinished):
             self._finish(event.index)
             r = event.record["request"]
+            self.tokens_in += r.get("prompt_tokens") or 0
+            self.tokens_out += r.get("completion_tokens") or 0
             if event.phase == "warmup":
                 return
             if r["ok"]:
@@ -95,6 +102,12 @@ class LiveRun:
             self._finish(event.index)
             case = event.record["case"]
             status = case["status"]
+            tokens = case.get("tokens") or {}
+            self.tokens_in += tokens.get("input") or 0
+            self.tokens_out += tokens.get("output") or 0
+            if case.get("cost_usd") is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + case["cost_usd"]
+            self.recovered += 1 if case.get("recovered") else 0
             if status == "pass":
                 self.passed += 1
             elif status == "fail":

@@ -183,6 +183,31 @@ def _usage(c: dict[str, Any]) -> Text:
         if c.get(key):
             out.append(f"\n{key}: ", style="bold")
             out.append(clean(json.dumps(c[key], ensure_ascii=False, default=str)))
+    tokens = c.get("tokens") if isinstance(c.get("tokens"), dict) else None
+    if tokens:
+        out.append("\ntokens: ", style="bold")
+        out.append(f"in {tokens.get('input')}, out {tokens.get('output')}, reasoning {tokens.get('reasoning')}"
+                   " (all attempts)")
+        if c.get("cost_usd") is not None:
+            out.append(f", cost ${c['cost_usd']:.6f}")
+    if c.get("rate_limited"):
+        out.append(f"\nrate limited {c['rate_limited']} time(s) (429), sent again", style="yellow")
+    if c.get("recovered"):
+        how = c.get("recovery") if isinstance(c.get("recovery"), dict) else {}
+        out.append("\nrecovered: ", style="bold")
+        out.append(clean(f"the first answer was lost to thinking; re-asked with thinking off ({how.get('switch', '?')})"))
+    for i, attempt in enumerate(c.get("attempts") or [], 1):
+        if not isinstance(attempt, dict):
+            continue
+        out.append(f"\nearlier attempt {i}: ", style="bold")
+        bits = [f"outcome {attempt.get('outcome')}", f"finish {attempt.get('finish_reason')}",
+                f"{len(attempt.get('response') or '')} chars of answer",
+                f"{len(attempt.get('reasoning') or '')} chars of reasoning"]
+        if attempt.get("reason") or attempt.get("error"):
+            bits.append(str(attempt.get("reason") or attempt.get("error")))
+        out.append(clean(" · ".join(bits)))
+        if attempt.get("usage"):
+            out.append(clean(f" · usage {json.dumps(attempt['usage'], ensure_ascii=False, default=str)}"), style="dim")
     if c.get("response_id"):
         out.append(f"\nresponse id {clean(c['response_id'])}", style="dim")
     return out

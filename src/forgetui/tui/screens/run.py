@@ -152,7 +152,12 @@ This screen refreshes a few times a second whatever the token rate (4 Hz over SS
         text.append(f"speed {live.speed_ok} ok" + (f", {live.speed_bad} failed" if live.speed_bad else ""))
         if live.finished is None:
             text.append(f"   elapsed {_clock(elapsed)}  ETA {_clock(live.eta_s())}")
-        text.append(f"\nmodels: {', '.join(live.targets)}", style="dim")
+        text.append(f"\ntokens in {live.tokens_in:,} / out {live.tokens_out:,}", style="dim")
+        if live.cost_usd is not None:
+            text.append(f", cost ${live.cost_usd:.4f}", style="dim")
+        if live.recovered:
+            text.append(f", {live.recovered} recovered (thinking off)", style="dim")
+        text.append(f"   models: {', '.join(live.targets)}", style="dim")
         return text
 
     # ---------------------------------------------------------- actions
