@@ -59,11 +59,16 @@ class Script:
     usage: str = "requested"  # "requested" (stream_options.include_usage), "always" or "never"
     timings: bool = False  # llama.cpp-style "timings" on the final chunk, from the server's clock
     reject_stream_options: bool = False  # HTTP 400 if the body has stream_options at all
+    reject_response_format: bool = False  # HTTP 400 if the body has response_format (structured output)
     keepalive_comments: bool = False  # ": ping" comments every 0.05 s during the TTFT wait
     faults: dict[int, str] = field(default_factory=dict)  # per-model request number (1-based) -> fault
     fault_after_events: int = 3  # mid-stream faults fire after this many token-bearing events
     retry_after_s: float = 0.2  # Retry-After for 429/503, written as given
     stall_s: float = 30.0  # "stall": silence this long, then close
+    # A hybrid thinking model: a request that switches thinking off (chat_template_kwargs
+    # .enable_thinking false, think false, reasoning_effort minimal/low/none, or "/no_think" in the
+    # last user message) gets no reasoning tokens; any other spends reasoning_tokens first.
+    thinking_switch: bool = False
 
 
 @dataclass
@@ -184,6 +189,17 @@ def _assemble(plan: list[tuple[str, int, dict]]) -> dict:
         msg["tool_calls"] = [calls[i] for i in sorted(calls)]
         msg["content"] = msg["content"] or None
     return msg
+
+
+def _thinking_off(body: dict) -> bool:
+    """The request asks for no thinking, by any switch a real server documents (Script.thinking_switch)."""
+    kwargs = body.get("chat_template_kwargs")
+    if isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False:
+        return True
+    if body.get("think") is False or body.get("reasoning_effort") in ("minimal", "low", "none"):
+        return True
+    users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return bool(users) and "/no_think" in json.dumps(users[-1].get("content"))
 
 
 def _prompt_tokens(body: dict) -> int:
@@ -541,10 +557,14 @@ class FakeServer:
             return await ex.send_error(int(log.fault), f"fake {log.fault}", retry)
         if script.reject_stream_options and "stream_options" in body:
             return await ex.send_error(400, "stream_options is not supported")
+        if script.reject_response_format and "response_format" in body:
+            return await ex.send_error(400, "response_format is not supported")
         prompt = json.dumps(body.get("messages") or [])
         answer = next((text for key, text in script.answers.items() if json.dumps(key)[1:-1] in prompt), None)
         if answer is not None:
             script = dataclasses.replace(script, content_text=answer)
+        if script.thinking_switch and _thinking_off(body):
+            script = dataclasses.replace(script, reasoning_tokens=0)
         last = (body.get("messages") or [{}])[-1]
         after_tool = isinstance(last, dict) and last.get("role") == "tool"  # results came back: answer in text
         calls = None if after_tool else next(

@@ -650,7 +650,7 @@ async def test_judge_is_skipped_not_failed() -> None:
     assert isinstance(params, JudgeParams)
     v = await grade("judge", params, "<think>hmm</think>Fan-out from the join.")
     assert v.status == "skipped"
-    assert v.reason == "judge not available yet: judged cases run once the judge is configured"
+    assert v.reason == "no judge configured: judged cases need a [judge] model"
     assert v.details["extracted"] == "Fan-out from the join."
 
 

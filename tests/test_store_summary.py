@@ -49,6 +49,10 @@ def _doc(run_id: str, created: str, status: str = "complete") -> dict:
                     "ability_score": {"passed": 1, "of": 2},
                     "variants": {"c4": "skipped"},
                 },
+                "tokens": {"input": 1200, "output": 300, "reasoning": 40},
+                "cost_usd": 0.00036,
+                "judge_tokens": {"input": None, "output": None, "reasoning": None},
+                "judge_cost_usd": None,
             },
             {"model": "down/b", "error": "connect_error: refused", "speed": None, "cases": [],
              "cases_summary": None},
@@ -70,10 +74,13 @@ def test_summarize_run_keeps_only_the_index() -> None:
         "models": [
             {"model": "fake/a", "error": None,
              "cases_summary": {"total": 5, "passed": 2, "failed": 1, "errors": 1, "skipped": 1,
-                               "ability_score": {"passed": 1, "of": 2}},
+                               "recoveries": 0, "reasks": 0, "ability_score": {"passed": 1, "of": 2}},
              # medians of the clean measured requests only: no warm-up, baseline or failed request
-             "speed": {"decode_tps": 20.0, "ttft_s": 0.2, "requests": 3}},
-            {"model": "down/b", "error": "connect_error: refused", "cases_summary": None, "speed": None},
+             "speed": {"decode_tps": 20.0, "ttft_s": 0.2, "requests": 3},
+             "tokens": {"input": 1200, "output": 300, "reasoning": 40}, "cost_usd": 0.00036,
+             "judge_tokens": {"input": None, "output": None, "reasoning": None}, "judge_cost_usd": None},
+            {"model": "down/b", "error": "connect_error: refused", "cases_summary": None, "speed": None,
+             "tokens": None, "cost_usd": None, "judge_tokens": None, "judge_cost_usd": None},
         ],
     }
     assert len(json.dumps(summary)) < 1000
@@ -82,7 +89,8 @@ def test_summarize_run_keeps_only_the_index() -> None:
 def test_summarize_run_tolerates_partial_documents() -> None:
     assert summarize_run({})["models"] == [] and summarize_run({})["targets"] == []
     partial = summarize_run({"run_id": "x", "status": "running", "models": [{"model": "m", "speed": {}}]})
-    assert partial["models"] == [{"model": "m", "error": None, "cases_summary": None, "speed": None}]
+    assert partial["models"] == [{"model": "m", "error": None, "cases_summary": None, "speed": None,
+                                  "tokens": None, "cost_usd": None, "judge_tokens": None, "judge_cost_usd": None}]
     assert speed_headline({"prompts": [{"requests": [{"ok": False, "decode_tps": 5.0}]}]}) is None
 
 

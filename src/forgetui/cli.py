@@ -33,6 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("runs", help="list stored runs, newest first")
 
+    rec = sub.add_parser("recover", help="re-run the rows of a stored run that ended empty, truncated or in "
+                         "a request failure, and merge them into that run")
+    rec.add_argument("run_id", metavar="RUN", help="the run id (see 'forgetui runs')")
+    rec.add_argument("--allow-unsandboxed", action="store_true", help="see forgetui run --help")
+
+    jdg = sub.add_parser("judge", help="(re)judge the judged cases of a stored run from their stored answers "
+                         "(the answering model is not asked again)")
+    jdg.add_argument("run_id", metavar="RUN", help="the run id (see 'forgetui runs')")
+    jdg.add_argument("--judge", metavar="PROVIDER/MODEL", dest="judge_model",
+                     help="judge with this model instead of the configured [judge] model")
+    jdg.add_argument("--force", action="store_true", help="use the judge even if it fails calibration")
+
     tui = sub.add_parser("tui", help="open the TUI (what plain `forgetui` does), optionally running a profile")
     tui.add_argument("profile", nargs="?", type=Path, help="a profile to run at once")
     tui.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run of that profile")
@@ -109,6 +121,14 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _locate(args.what)
     if args.command == "runs":
         return _runs()
+    if args.command == "recover":
+        from .recover_cmd import run_recover
+
+        return run_recover(args.run_id, allow_unsandboxed=args.allow_unsandboxed)
+    if args.command == "judge":
+        from .judge_cmd import run_judge_command
+
+        return run_judge_command(args.run_id, judge_model=args.judge_model, force=args.force)
     if args.command == "demo":
         from .demo_cmd import run_demo
 

@@ -41,7 +41,13 @@ class ProviderConfig(StrictModel):
         default=None,
         description="Name of the environment variable holding the API key (never the key itself).",
     )
-    concurrency: int = Field(default=1, ge=1, le=256, description="Parallel requests allowed.")
+    concurrency: int | None = Field(
+        default=None, ge=1, le=256,
+        description=(
+            "Parallel case requests (speed runs always use one stream). Leave it out for the"
+            " default by server kind: 1 for local servers, 4 for hosted APIs (lowered on HTTP 429)."
+        ),
+    )
     price_input_per_mtok: float | None = Field(
         default=None, ge=0, description="Price per million input tokens, for cost estimates."
     )
@@ -116,6 +122,29 @@ class TuiSettings(StrictModel):
         default="auto", description="auto: off over SSH (SSH_CONNECTION/SSH_TTY set), on locally.")
 
 
+class JudgeSettings(StrictModel):
+    """The judge model for reference-answer cases (``[judge]`` in config.toml or a profile)."""
+
+    model: str | None = Field(
+        default=None,
+        description="'PROVIDER/MODEL': a configured provider (or one defined inline in the profile).",
+    )
+    max_tokens: int = Field(default=512, ge=16, le=100_000, description="Tokens the judge may write per verdict.")
+    retries: int = Field(default=2, ge=0, le=10,
+                         description="Re-asks after an unparseable or failed verdict before it is an error.")
+    force: bool = Field(default=False, description="Use the judge even when it fails its calibration probes.")
+    seed: int = Field(default=1234, description="Sampling seed sent with every judge request (temperature is 0).")
+
+    @field_validator("model")
+    @classmethod
+    def _model_has_provider(cls, value: str | None) -> str | None:
+        if value is not None:
+            provider, _, model = value.partition("/")
+            if not provider or not model:
+                raise ValueError(f"'{value}' must look like 'PROVIDER/model-id'")
+        return value
+
+
 class Config(StrictModel):
     """The whole user config file."""
 
@@ -126,6 +155,8 @@ class Config(StrictModel):
         default_factory=list, description="Your own case folders, loaded after the built-in library."
     )
     tui: TuiSettings = Field(default_factory=TuiSettings, description="Terminal UI settings.")
+    judge: JudgeSettings = Field(default_factory=JudgeSettings,
+                                 description="The judge model for judged cases (a profile's [judge] wins).")
     keymap: dict[str, str] = Field(
         default_factory=dict,
         description="Binding id -> keys, e.g. \"run.stop\" = \"s,f8\" (ids are listed on the help screen).",
@@ -187,12 +218,17 @@ CONFIG_TEMPLATE_HEADER = """\
 #   kind                  openai | lmstudio | ollama | llamacpp | llamacpp-python | vllm | sglang
 #                         (leave it out to detect it from the server's own endpoints)
 #   api_key_env           NAME of the environment variable holding the key (never the key itself)
-#   concurrency           parallel requests allowed (speed runs always use one stream)
+#   concurrency           parallel case requests; default 1 for local servers, 4 for hosted APIs
+#                         (halved on HTTP 429, raised back slowly; speed runs always use one stream)
 #   price_input_per_mtok  price per million input tokens (optional)
 #   price_output_per_mtok price per million output tokens (optional)
 #   extra_body            extra JSON fields merged into every request, e.g. { top_k = 1 }
 #   model_files           served model id -> GGUF path, e.g. { "qwen3-8b" = "~/models/qwen3-8b-q4_k_m.gguf" }
 #   model_dirs            folders searched for "<model id>.gguf" (for facts: size, quantization, experts)
+#
+# [judge] (optional) decides judged cases: does the answer mean the same as the reference?
+#   model      "PROVIDER/MODEL"; max_tokens (512), retries (2), seed (1234),
+#   force      true = use it even when it fails its calibration probes (default false)
 """
 
 

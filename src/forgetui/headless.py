@@ -27,7 +27,7 @@ from .engine.rundoc import SCHEMA_VERSION, now_iso
 from .engine.runner import Runner
 from .errors import ConfigError, ExitCode
 from .paths import locations
-from .profile import Profile, Target, load_profile, resolve_targets
+from .profile import JudgeSpec, Profile, Target, load_profile, resolve_judge, resolve_targets
 from .report.summary import summary_table
 from .store import RunStore, atomic_write_json
 
@@ -165,6 +165,7 @@ def prepare(profile_path: Path, resume: str | None) -> tuple[Profile, list[Targe
     config = load_config(loc.config_file)
     profile, source = load_profile(profile_path)
     targets = resolve_targets(profile, config, profile_path, source)
+    resolve_judge(profile, config, profile_path, source, config_path=loc.config_file)  # bad judge: stop here
     cases, library = load_cases(profile, config, profile_path, source)
     store = RunStore(loc.runs_dir)
     if resume:
@@ -197,6 +198,12 @@ def prepare(profile_path: Path, resume: str | None) -> tuple[Profile, list[Targe
     return profile, targets, handle, meta, False, cases, library
 
 
+def run_judge(profile: Profile, profile_path: Path | None = None) -> JudgeSpec | None:
+    """The run's judge: config.toml's [judge] with the profile's [judge] keys on top (None: none set)."""
+    loc = locations()
+    return resolve_judge(profile, load_config(loc.config_file), profile_path, config_path=loc.config_file)
+
+
 def make_sandbox(cases: list[Any], allow_unsandboxed: bool, meta: dict[str, Any], printer: Any) -> Any:
     """A sandbox when any selected case runs code; its state goes into the fingerprint."""
     if not any(c.grader_kind == "exec" or "exec" in str(c.grader) for c in cases):
@@ -223,7 +230,8 @@ def run_headless(profile_path: Path, resume: str | None = None, json_out: Path |
     profile, targets, handle, meta, resumed, cases, _library = prepare(profile_path, resume)
     printer = ProgressPrinter(stderr)
     sandbox = make_sandbox(cases, allow_unsandboxed, meta, printer)
-    runner = Runner(profile, targets, handle, meta, [printer], resumed=resumed, cases=cases, sandbox=sandbox)
+    runner = Runner(profile, targets, handle, meta, [printer], resumed=resumed, cases=cases, sandbox=sandbox,
+                    judge=run_judge(profile, profile_path))
     if handle.torn_tail:
         printer(Notice("warning", f"dropped a torn last record ({len(handle.torn_tail)} bytes, kept aside)"))
     try:

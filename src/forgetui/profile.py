@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import Config, ProviderConfig, StrictModel, check_unique_names
+from .config import Config, JudgeSettings, ProviderConfig, StrictModel, check_unique_names
 from .errors import ConfigError
 from .tomlfile import key_lines, line_of, load_toml, validate
 
@@ -112,10 +112,15 @@ class Profile(StrictModel):
     cases: CasesSection = Field(default_factory=CasesSection)
     limits: LimitsSection = Field(default_factory=LimitsSection)
     lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
+    judge: JudgeSettings | None = Field(
+        default=None, description="The judge for judged cases; keys set here win over config.toml's [judge].")
 
     def content_hash(self) -> str:
-        """A stable hash of what the profile asks for: resume refuses a changed profile."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        """A stable hash of what the profile asks for: resume refuses a changed profile.
+
+        The judge is left out: it does not change what a model is asked, so a run may be resumed
+        (or re-judged) with another judge."""
+        blob = json.dumps(self.model_dump(mode="json", exclude={"judge"}), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -148,6 +153,55 @@ def resolve_targets(
             )
         targets.append(Target(label=label, provider=provider, model_id=model_id))
     return targets
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """The judge of a run: its settings (config's [judge] with the profile's keys on top) and model."""
+
+    settings: JudgeSettings
+    target: Target
+
+
+def judge_settings(profile: Profile | None, config: Config) -> JudgeSettings:
+    """Config's ``[judge]`` with every key the profile's ``[judge]`` sets on top."""
+    merged = config.judge.model_dump()
+    if profile is not None and profile.judge is not None:
+        merged.update({k: getattr(profile.judge, k) for k in profile.judge.model_fields_set})
+    return JudgeSettings.model_validate(merged)
+
+
+def resolve_judge(profile: Profile | None, config: Config, path: Path | None = None, source: str = "",
+                  model: str | None = None, config_path: Path | None = None) -> JudgeSpec | None:
+    """The run's judge, or None when no ``[judge] model`` is set. ``model`` (``--judge``) replaces
+    the configured one. An unknown provider is a ConfigError naming the file and line it came from."""
+    settings = judge_settings(profile, config)
+    if model is not None:
+        provider_name, _, model_id = model.partition("/")
+        if not provider_name or not model_id:
+            raise ConfigError(f"--judge: '{model}' must look like 'PROVIDER/model-id'")
+        settings = settings.model_copy(update={"model": model})
+    if settings.model is None:
+        return None
+    providers = {p.name: p for p in config.providers}
+    providers.update({p.name: p for p in (profile.providers if profile else [])})
+    name, _, model_id = settings.model.partition("/")
+    provider = providers.get(name)
+    if provider is None:
+        if model is not None:
+            where = "--judge"
+        elif profile is not None and profile.judge is not None and "model" in profile.judge.model_fields_set:
+            line = line_of(key_lines(source), ("judge", "model")) if source else None
+            where = f"{path or 'profile'}" + (f":{line}" if line else "")
+        else:
+            where = str(config_path or "config.toml")
+            if config_path is not None and config_path.is_file():
+                line = line_of(key_lines(config_path.read_text(encoding="utf-8")), ("judge", "model"))
+                where += f":{line}" if line else ""
+        known = ", ".join(sorted(providers)) or "none configured"
+        raise ConfigError(f"{where}: judge.model: unknown provider '{name}' in '{settings.model}'"
+                          f" (known providers: {known})")
+    return JudgeSpec(settings, Target(label=settings.model, provider=provider, model_id=model_id))
 
 
 def load_profile(path: Path) -> tuple[Profile, str]:

@@ -15,10 +15,13 @@ from typing import Any, Awaitable, Callable
 
 from ..cases.schema import Case
 from ..grading import registry
+from ..grading.judge import judge_case
 from ..profile import Target
+from . import recovery
 from .client import ChatRequest, StreamClient, StreamProgress
 from .control import RunStopped
 from .events import CaseFinished, RequestStarted
+from .limiter import account_case, limited_client
 from .metrics import NS
 from .rundoc import SCHEMA_VERSION, now_iso
 
@@ -50,8 +53,8 @@ class CaseRunner:
     def __init__(self, *, client: StreamClient, dialect: Any, target: Target, sandbox: Any,
                  append: Callable[[dict[str, Any]], dict[str, Any]], emit: Callable[[Any], None],
                  counter: Callable[[], int], total: int, max_tokens_cap: int | None = None,
-                 checkpoint: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.client = client
+                 checkpoint: Callable[[], Awaitable[None]] | None = None, judge: Any = None) -> None:
+        self.client = limited_client(client, target, dialect, emit)  # 429: wait, lower concurrency, resend
         self.dialect = dialect
         self.target = target
         self.sandbox = sandbox
@@ -61,9 +64,10 @@ class CaseRunner:
         self.total = total
         self.max_tokens_cap = max_tokens_cap
         self.checkpoint = checkpoint
+        self.judge = judge  # grading.judge.JudgeGate, or None: judged cases stay skipped
 
     async def run(self, cases: list[Case]) -> None:
-        gate = asyncio.Semaphore(self.target.provider.concurrency)
+        gate = self.client.gate  # the provider's adaptive limiter (engine/limiter.py)
 
         stopped = False
 
@@ -110,6 +114,13 @@ class CaseRunner:
             await self.dialect.finalize(request, result)
             all_calls += [c.as_dict() for c in result.acc.tool_calls]
             steps += 1
+        # A thinking model that spent its whole budget thinking: ask once more with thinking off.
+        redo = await recovery.reask_if_lost(self.dialect, plain, request, result,
+                                            lambda req: self.client.chat_stream(req, progress),
+                                            self.emit, self.target.label, case.id)
+        if redo is not None:
+            request, result = redo.request, redo.result
+            all_calls += [c.as_dict() for c in result.acc.tool_calls]
         acc = result.acc
         usage = acc.usage or {}
         details_tokens = usage.get("completion_tokens_details") or {}
@@ -122,6 +133,8 @@ class CaseRunner:
                 sandbox=self.sandbox,
                 tool_calls=all_calls,
             )
+            if case.grader_kind == "judge":
+                verdict = await judge_case(self.judge, case, verdict)
             status, reason, details = verdict.status, verdict.reason, dict(verdict.details)
         else:
             status, reason, details = "error", f"request failed: {result.outcome}: {result.error}", {}
@@ -159,5 +172,8 @@ class CaseRunner:
                 "e2e_s": (acc.t_last_token_ns - t0) / NS if t0 and acc.t_last_token_ns else None,
             },
         }
+        if redo is not None:
+            redo.annotate(record["case"])
+        account_case(record, prov)  # tokens, cost_usd, rate_limited
         stored = self.append(record)
         self.emit(CaseFinished(self.target.label, case.id, index, self.total, stored))

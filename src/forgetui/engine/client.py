@@ -113,6 +113,10 @@ class StreamResult:
     comments: int = 0
     acc: Accumulated = field(default_factory=Accumulated)
     server_header: str | None = None
+    #: Answers with HTTP 429 (or 503 with Retry-After) met, counting the ones retried here.
+    rate_limited: int = 0
+    #: Seconds the last non-200 answer asked us to wait (Retry-After), if it said.
+    retry_after_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -199,6 +203,10 @@ class StreamClient:
                         delay = retry.delay_s if retry.delay_s is not None else _backoff(failures)
                         result.retries.append(f"{retry.reason}; retry in {delay:.2f} s")
                         await asyncio.sleep(delay)
+                if result.stream_options_dropped and result.http_status == 400:
+                    # Rejected without stream_options too: the 400 was about something else in
+                    # this request (e.g. response_format), so keep asking this server for usage.
+                    self._no_usage_option.discard(request.base_url)
         except TimeoutError:
             result.outcome = "deadline"
             result.error = f"no finish within request_timeout_s={self.limits.request_timeout_s:g}"
@@ -344,8 +352,10 @@ class StreamClient:
             # Some providers reject stream_options (often with a generic message); they still
             # stream without it. Ask once more without it; a real bad request fails again.
             raise _DropStreamOptions()
+        result.retry_after_s = delay = _retry_after(resp.headers)
+        if status == 429 or (status == 503 and delay is not None):
+            result.rate_limited += 1
         if status in RETRYABLE_STATUS or status >= 500:
-            delay = _retry_after(resp.headers)
             if delay is not None and delay > self.limits.retry_after_cap_s:
                 result.error += (
                     f" (server asked to wait {delay:g} s, above retry_after_cap_s="

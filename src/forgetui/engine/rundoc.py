@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from .costs import model_usage, run_usage
 from .metrics import describe, summarize_requests
 from .speed import baseline_from, prompt_text
 
@@ -19,10 +20,28 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def latest_per_key(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Case records with one record per ``key``: the one with the highest ``seq`` (a later
+    ``forgetui recover`` or ``forgetui judge`` supersedes the earlier record, which stays in
+    records.jsonl). Other records (speed requests) pass through unchanged, in their order."""
+    best: dict[str, tuple[int, int]] = {}
+    for i, rec in enumerate(records):
+        if rec.get("kind") != "case_result":
+            continue
+        seq = rec.get("seq")
+        rank = seq if isinstance(seq, int) else -1
+        if rec.get("key") not in best or rank >= best[rec["key"]][0]:
+            best[rec["key"]] = (rank, i)
+    keep = {i for _, i in best.values()}
+    return [r for i, r in enumerate(records) if r.get("kind") != "case_result" or i in keep]
+
+
 def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: Any,
                    model_errors: dict[str, str] | None = None) -> dict[str, Any]:
     """The whole run as one JSON document (the public results contract, docs/results-format.md)."""
     model_errors = model_errors or {}
+    every_case = [r for r in records if r.get("kind") == "case_result"]  # superseded ones cost tokens too
+    records = latest_per_key(records)
     by_model: dict[str, list[dict[str, Any]]] = {}
     cases_by_model: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
@@ -30,6 +49,7 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
             by_model.setdefault(rec["model"], []).append(rec)
         elif rec.get("kind") == "case_result":
             cases_by_model.setdefault(rec["model"], []).append(rec["case"])
+    prices = (meta.get("fingerprint") or {}).get("prices") or {}
     models = []
     for target in meta["targets"]:
         label = target["model"]
@@ -44,6 +64,8 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
             "speed": _speed_section(recs, speed),
             "cases": cases_by_model.get(label, []),
             "cases_summary": cases_summary(cases_by_model.get(label, [])),
+            **model_usage([r["case"] for r in every_case if r.get("model") == label], [r["request"] for r in recs],
+                          prices.get(target["provider"]), prices),
         })
     requests = [r["request"] for r in records if r.get("kind") == "speed_request" and r.get("counted")]
     doc = {k: v for k, v in meta.items() if k != "targets"}
@@ -59,6 +81,7 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
         "cases": sum(len(v) for v in cases_by_model.values()),
         "cases_passed": sum(1 for v in cases_by_model.values() for c in v if c["status"] == "pass"),
         "cases_failed": sum(1 for v in cases_by_model.values() for c in v if c["status"] in ("fail", "error")),
+        **run_usage(models),
     }
     return doc
 
@@ -84,6 +107,10 @@ def cases_summary(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {
         "total": len(cases),
         "passed": sum(1 for c in cases if c["status"] == "pass"),
+        # A recovery brought an answer back (the thinking-off re-ask said something); a re-ask that
+        # came back empty again is counted as a re-ask only.
+        "recoveries": sum(1 for c in cases if c.get("recovered") and (c.get("response") or c.get("tool_calls"))),
+        "reasks": sum(1 for c in cases if c.get("recovered")),
         "by_category": dict(sorted(by_category.items())),
         **scores,
     }

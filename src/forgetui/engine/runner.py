@@ -2,6 +2,10 @@
 
 Speed requests are sent one at a time, one model at a time: two streams on the same hardware would
 slow each other and both numbers would be wrong. (Provider concurrency is for ability cases.)
+Models run one after another, each its speed requests first and then its cases, and a model's
+cases all end before the next model starts: no case request (of any model) ever overlaps a speed
+request. The cases of one provider share one adaptive limiter for the whole run
+(``limiter.ProviderLimiters``): a 429 lowers that provider's concurrency for later models too.
 Each finished request is appended to ``records.jsonl`` (fsynced) *before* anyone is told about it,
 and ``run.json`` is rewritten after every model, so a crash loses at most the request in flight.
 """
@@ -15,7 +19,9 @@ from ..errors import ExitCode
 from ..profile import Profile, Target
 from .client import ClientLimits, StreamClient, StreamProgress
 from .control import RunControl, RunStopped
+from .costs import record_prices
 from .events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
+from .limiter import ProviderLimiters
 from .cases_run import CaseRunner, case_key
 from .rundoc import SCHEMA_VERSION, build_document, now_iso
 from .servers import Servers
@@ -40,8 +46,11 @@ class Runner:
     def __init__(self, profile: Profile, targets: list[Target], handle: Any,
                  meta: dict[str, Any], sinks: Iterable[Sink] = (), resumed: bool = False,
                  cases: list[Any] | None = None, sandbox: Any = None,
-                 control: RunControl | None = None) -> None:
+                 control: RunControl | None = None, judge: Any = None) -> None:
         self.profile = profile
+        #: The run's judge (profile.JudgeSpec) or None; made and calibrated at the first judged case.
+        self.judge_spec = judge
+        self.judge_gate: Any = None
         self.targets = targets
         self.handle = handle
         self.meta = meta
@@ -57,6 +66,8 @@ class Runner:
         self.control = control or RunControl()
         #: Set when the run ends, also when it ends by cancellation (which then propagates).
         self.finished: RunFinished | None = None
+        #: One adaptive concurrency limiter per provider, described in the fingerprint.
+        self.limiters = ProviderLimiters(self.emit, meta.setdefault("fingerprint", {}).setdefault("concurrency", {}))
 
     def emit(self, event: Any) -> None:
         for sink in self.sinks:
@@ -88,6 +99,10 @@ class Runner:
         already += sum(len(self.cases) - len(case_plans[t.label]) for t in self.targets)
         self._index = already
         self._total = total
+        priced = [t.provider for t in self.targets]
+        if self.judge_spec is not None:
+            priced.append(self.judge_spec.target.provider)
+        record_prices(self.meta["fingerprint"], priced)  # so every cost in run.json can be recomputed
         self._save("running")
         self.emit(RunStarted(self.handle.run_id, str(self.handle.path), total, already,
                              tuple(t.label for t in self.targets), self.resumed))
@@ -95,6 +110,7 @@ class Runner:
         try:
             async with StreamClient(client_limits(self.profile)) as client:
                 self.servers = Servers(client.http, self.emit)
+                self._make_judge_gate(client, self.cases)
                 self.model_errors.update(await self.servers.preflight(
                     self.targets, self.meta["fingerprint"].setdefault("servers", {}), self.meta["targets"],
                     needed_tokens=speed_tokens_needed(speed) if speed.enabled else 0))
@@ -126,6 +142,14 @@ class Runner:
             self.emit(finished)
         return finished
 
+    def _make_judge_gate(self, client: StreamClient, cases: Iterable[Any]) -> None:
+        """The judge (made and calibrated at its first use) when a judge is set and a case needs it."""
+        if self.judge_spec is not None and any(c.grader_kind == "judge" for c in cases):
+            from ..grading.judge import JudgeGate
+
+            self.judge_gate = JudgeGate(self.judge_spec, client, self.servers.dialects,
+                                        self.meta["fingerprint"], self.emit)
+
     def _exit_code(self, doc: dict[str, Any]) -> ExitCode:
         totals = doc["totals"]
         if self.model_errors and totals["ok"] == 0 and len(self.model_errors) == len(self.targets):
@@ -148,11 +172,12 @@ class Runner:
         return self._index
 
     def _case_runner(self, client: StreamClient, target: Target) -> CaseRunner:
+        client = self.limiters.client(client, target, self.servers.dialect(target))
         return CaseRunner(client=client, dialect=self.servers.dialect(target), target=target,
                           sandbox=self.sandbox, append=self._append, emit=self.emit,
                           counter=self._next_index, total=self._total,
                           max_tokens_cap=self.profile.cases.max_tokens,
-                          checkpoint=self.control.checkpoint)
+                          checkpoint=self.control.checkpoint, judge=self.judge_gate)
 
     def _model_done(self, target: Target) -> None:
         doc = self.document()

@@ -107,16 +107,18 @@ class ExecParams(StrictModel):
 
 
 class JudgeParams(StrictModel):
-    """Graded by an LLM judge against a reference answer (the judge arrives in a later version)."""
+    """Graded by an LLM judge against a reference answer (``grading/judge.py``)."""
 
     reference: str = Field(min_length=1, description="The reference answer the judge compares with.")
     rubric: str = Field(default="", description="Extra instructions for the judge, e.g. what must be mentioned.")
 
 
 def grade_judge(params: JudgeParams, text: str) -> Verdict:
-    """Judged cases are not graded yet: skipped (n/a), never failed."""
-    return Verdict.skipped("judge not available yet: judged cases run once the judge is configured",
-                           {"expected": params.reference, "extracted": strip_reasoning(text).strip()})
+    """Code cannot decide a judged case: ``skipped`` (n/a, never failed) until a judge model decides
+    it (``grading.judge.judge_case``, called by the case runner with the run's judge)."""
+    return Verdict.skipped("no judge configured: judged cases need a [judge] model",
+                           {"expected": params.reference, "extracted": strip_reasoning(text).strip(),
+                            "rubric": params.rubric})
 
 
 class AllParams(StrictModel):

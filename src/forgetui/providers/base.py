@@ -12,7 +12,7 @@ client handed in, so timeouts and connection limits are the run's.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import httpx
@@ -64,6 +64,15 @@ async def try_get_json(http: httpx.AsyncClient, url: str, headers: dict[str, str
         return resp.json() if resp.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
+
+
+def template_thinking_off(request: ChatRequest) -> ChatRequest:
+    """``chat_template_kwargs.enable_thinking = false`` merged into ``extra_body`` (other template
+    kwargs the provider sets are kept): the per-request switch of llama.cpp's server, vLLM and
+    SGLang, passed to the model's chat template (Qwen3 and other hybrid thinking models)."""
+    kwargs = request.extra_body.get("chat_template_kwargs")
+    kwargs = {**kwargs, "enable_thinking": False} if isinstance(kwargs, dict) else {"enable_thinking": False}
+    return replace(request, extra_body={**request.extra_body, "chat_template_kwargs": kwargs})
 
 
 def root_url(base_url: str) -> str:
@@ -139,6 +148,18 @@ class Dialect:
 
     async def finalize(self, request: ChatRequest, result: StreamResult) -> None:
         """After a stream: turn native stats into ``result.acc.usage`` / ``result.acc.timings``."""
+
+    #: The switch ``no_thinking`` uses, in words (recorded as ``case.recovery.switch``).
+    thinking_switch: ClassVar[str | None] = "reasoning_effort=low"
+
+    def no_thinking(self, request: ChatRequest) -> ChatRequest | None:
+        """The request (before ``prepare``) with the model's thinking switched off by this server's
+        documented switch, or None when it documents none (the caller then uses a prompt tag).
+
+        Generic OpenAI-style (hosted) APIs: ``reasoning_effort: "low"``, the lowest value every
+        OpenAI reasoning model accepts ("minimal" is gpt-5 only, "none" gpt-5.1 and later; the
+        o-series take low/medium/high). It lowers thinking rather than removing it."""
+        return replace(request, extra_body={**request.extra_body, "reasoning_effort": "low"})
 
     # -- lifecycle -------------------------------------------------------------------------
     async def loaded_models(self) -> list[str] | None:

@@ -43,7 +43,7 @@ from urllib.parse import quote
 import httpx
 
 from ..engine.client import ChatRequest, StreamResult
-from .base import Dialect, ModelInfo, ServerInfo, root_url, try_get_json
+from .base import Dialect, ModelInfo, ServerInfo, root_url, template_thinking_off, try_get_json
 
 #: Chat templates can be tens of kilobytes; the start is enough to tell which one it is.
 CHAT_TEMPLATE_CHARS = 2000
@@ -229,6 +229,13 @@ class LlamaCppDialect(Dialect):
 
     async def finalize(self, request: ChatRequest, result: StreamResult) -> None:
         """Nothing to convert: ``timings`` (with ``cache_n``) is already on ``result.acc``."""
+
+    thinking_switch = "chat_template_kwargs.enable_thinking=false"
+
+    def no_thinking(self, request: ChatRequest) -> ChatRequest | None:
+        """``chat_template_kwargs: {"enable_thinking": false}``: llama-server passes a request's
+        ``chat_template_kwargs`` to the model's Jinja chat template (``--jinja``)."""
+        return template_thinking_off(request)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def loaded_models(self) -> list[str] | None:

@@ -31,6 +31,13 @@ class LlamaCppPythonDialect(Dialect):
             return False
         return "/extras/tokenize/count" in paths and "/v1/chat/completions" in paths
 
+    thinking_switch = None
+
+    def no_thinking(self, request: ChatRequest) -> ChatRequest | None:
+        """None: llama-cpp-python's server takes ``chat_template_kwargs`` only when the model is
+        loaded, not per request, so the prompt tag is used instead."""
+        return None
+
     async def version(self) -> str | None:
         try:
             data = await self.get_json(self.root + "/openapi.json")

@@ -322,6 +322,14 @@ class LMStudioDialect(Dialect):
             return request
         return dataclasses.replace(request, base_url=self.root, path=V0_CHAT, native_body=None)
 
+    thinking_switch = None
+
+    def no_thinking(self, request: ChatRequest) -> ChatRequest | None:
+        """None: LM Studio documents a reasoning switch only for its native ``/api/v1/chat``
+        (``reasoning``) and ``/v1/responses`` (``reasoning.effort``, gpt-oss), not for the
+        ``/v1/chat/completions`` endpoint cases use, so the prompt tag is used instead."""
+        return None
+
     async def finalize(self, request: ChatRequest, result: StreamResult) -> None:
         """Turn LM Studio's ``stats`` into llama.cpp-style ``timings``.
 

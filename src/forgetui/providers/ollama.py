@@ -208,6 +208,13 @@ class OllamaDialect(Dialect):
         return replace(request, base_url=root_url(request.base_url), path="/api/chat",
                        wire="ndjson", native_body=body)
 
+    thinking_switch: ClassVar[str | None] = "think=false"
+
+    def no_thinking(self, request: ChatRequest) -> ChatRequest | None:
+        """``"think": false`` at the top of the native ``/api/chat`` body (``prepare`` sends
+        ``extra_body["think"]`` there): Ollama's documented switch for thinking models."""
+        return replace(request, extra_body={**request.extra_body, "think": False})
+
     async def finalize(self, request: ChatRequest, result: StreamResult) -> None:
         """Ollama's final-line counts and durations (ns) -> llama.cpp-style ``timings`` (ms).
 

@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from ..engine.client import ChatRequest
-from .base import Dialect, ModelInfo, root_url, try_get_json
+from .base import Dialect, ModelInfo, root_url, template_thinking_off, try_get_json
 
 _ERRORS = (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError)
 
@@ -105,6 +105,13 @@ class VLLMDialect(Dialect):
         parameters), so every speed request decodes exactly ``max_tokens`` tokens."""
         return _force_length(request, purpose)
 
+    thinking_switch = "chat_template_kwargs.enable_thinking=false"
+
+    def no_thinking(self, request: ChatRequest) -> ChatRequest | None:
+        """``chat_template_kwargs: {"enable_thinking": false}`` (vLLM "Reasoning Outputs": the
+        switch for Qwen3-style hybrid models; the template decides what it means)."""
+        return template_thinking_off(request)
+
 
 class SGLangDialect(Dialect):
     """SGLang's server: native model and server info, forced output length."""
@@ -161,3 +168,10 @@ class SGLangDialect(Dialect):
         """Speed: ``ignore_eos: true`` and ``min_tokens = max_tokens`` (SGLang's OpenAI chat
         request; it becomes the native ``min_new_tokens``)."""
         return _force_length(request, purpose)
+
+    thinking_switch = "chat_template_kwargs.enable_thinking=false"
+
+    def no_thinking(self, request: ChatRequest) -> ChatRequest | None:
+        """``chat_template_kwargs: {"enable_thinking": false}`` (SGLang "Reasoning Parser" and
+        "Thinking budget": the chat-template hint Qwen3-style models read)."""
+        return template_thinking_off(request)

@@ -81,7 +81,10 @@ def cases_lines(doc: dict[str, Any]) -> list[str]:
         if not summary:
             continue
         cats = ", ".join(f"{cat} {c['pass']}/{sum(c.values())}" for cat, c in summary["by_category"].items())
-        lines.append(f"{model['model']}: {summary['passed']}/{summary['total']} cases passed ({cats})")
+        recovered = f"; {summary['recoveries']} recovered (thinking off)" if summary.get("recoveries") else ""
+        lost = (summary.get("reasks") or 0) - (summary.get("recoveries") or 0)
+        recovered += f"; {lost} re-asked with thinking off, still no answer" if lost > 0 else ""
+        lines.append(f"{model['model']}: {summary['passed']}/{summary['total']} cases passed ({cats}){recovered}")
         if "ability_score" in summary:
             score = summary["ability_score"]
             lines.append(f"Ability Score: {score['passed']}/{score['of']}")
@@ -93,6 +96,68 @@ def cases_lines(doc: dict[str, Any]) -> list[str]:
         for case in model.get("cases", []):
             if case["status"] != "pass":
                 lines.append(f"  {case['status'].upper():<7} {case['case_id']}: {case['reason']}")
+    judge = (doc.get("fingerprint") or {}).get("judge")
+    if lines and isinstance(judge, dict) and judge.get("model"):
+        lines.append(judge_line(judge))
+    return lines
+
+
+def judge_line(judge: dict[str, Any]) -> str:
+    """Which judge decided the judged cases and how it did on its calibration probes."""
+    probes = judge.get("calibration")
+    if not probes:
+        return f"Judge: {judge['model']} (not calibrated: no judged answer needed it)"
+    passed = sum(1 for p in probes if p.get("ok"))
+    if judge.get("trusted"):
+        return f"Judge: {judge['model']} (calibration {passed}/{len(probes)} probes)"
+    used = "used anyway (force = true)" if judge.get("force") else "judged cases skipped"
+    return f"Judge: {judge['model']} FAILED calibration ({passed}/{len(probes)} probes): {used}"
+
+
+def _count(n: int | None) -> str:
+    return "?" if n is None else str(n)
+
+
+def tokens_text(tokens: dict[str, Any] | None) -> str:
+    """``tokens in N, out M (reasoning R)``; reasoning is part of out (OpenAI's counting)."""
+    tokens = tokens or {}
+    if all(tokens.get(k) is None for k in ("input", "output", "reasoning")):
+        return "tokens unknown (no usage from the server)"
+    text = f"tokens in {_count(tokens.get('input'))}, out {_count(tokens.get('output'))}"
+    return text + (f" (reasoning {tokens['reasoning']})" if tokens.get("reasoning") is not None else "")
+
+
+def cost_text(cost: float | None, priced: bool = True) -> str:
+    """``cost $0.001234``, or why there is none."""
+    if cost is None:
+        return "cost: n/a (no prices)" if not priced else "cost: n/a (no token counts)"
+    digits = 2 if cost >= 100 else 4 if cost >= 0.01 else 6
+    return f"cost ${cost:,.{digits}f}"
+
+
+def _priced(prices: Any) -> bool:
+    return isinstance(prices, dict) and None not in (prices.get("input_per_mtok"), prices.get("output_per_mtok"))
+
+
+def usage_lines(doc: dict[str, Any]) -> list[str]:
+    """Per model: tokens in/out (reasoning) and cost, its judge's apart; then the run's total."""
+    lines = []
+    models = [m for m in doc.get("models", []) if "tokens" in m and not m.get("error")]
+    for model in models:
+        lines.append(f"{model['model']}: {tokens_text(model['tokens'])}; "
+                     f"{cost_text(model.get('cost_usd'), _priced(model.get('prices')))}")
+        judge = model.get("judge_tokens") or {}
+        if any(v is not None for v in judge.values()):
+            lines.append(f"{model['model']} judge: {tokens_text(judge)}; "
+                         f"{cost_text(model.get('judge_cost_usd'), model.get('judge_cost_usd') is not None)}")
+    totals = doc.get("totals") or {}
+    if models and "tokens" in totals:
+        priced = any(_priced(m.get("prices")) for m in models)
+        partial = priced and not all(_priced(m.get("prices")) for m in models)
+        line = f"total: {tokens_text(totals['tokens'])}; {cost_text(totals.get('cost_usd'), priced)}"
+        lines.append(line + (" (models without prices not counted)" if partial else ""))
+        if totals.get("judge_cost_usd") is not None:
+            lines.append(f"total judge: {tokens_text(totals.get('judge_tokens'))}; {cost_text(totals['judge_cost_usd'])}")
     return lines
 
 
@@ -149,6 +214,9 @@ def summary_table(doc: dict[str, Any]) -> str:
         lines += format_table(SPEED_HEADER, rows)
     if case_lines:
         lines += ["", *case_lines]
+    usage = usage_lines(doc)
+    if usage:
+        lines += ["", *usage]
     totals = doc.get("totals", {})
     lines.append("")
     lines.append(

@@ -42,6 +42,8 @@ def _cases(summary: Any) -> dict[str, Any] | None:
         "failed": counts["fail"],
         "errors": counts["error"],
         "skipped": counts["skipped"],
+        "recoveries": int(summary.get("recoveries") or 0),
+        "reasks": int(summary.get("reasks") or 0),
     }
     for score in ("ability_score", "agent_fitness_score"):
         if isinstance(summary.get(score), dict):
@@ -87,6 +89,11 @@ def summarize_run(doc: dict[str, Any]) -> dict[str, Any]:
             "error": m.get("error"),
             "cases_summary": _cases(m.get("cases_summary")),
             "speed": speed_headline(m.get("speed")),
+            # Tokens in/out (reasoning apart) and dollars; None in runs written before they existed.
+            "tokens": m.get("tokens"),
+            "cost_usd": m.get("cost_usd"),
+            "judge_tokens": m.get("judge_tokens"),
+            "judge_cost_usd": m.get("judge_cost_usd"),
         }
         for m in models
     ]

@@ -159,17 +159,18 @@ class RunSession:
 
     def prepare(self) -> None:
         from ..engine.runner import Runner
-        from ..headless import make_sandbox, prepare
+        from ..headless import make_sandbox, prepare, run_judge
 
         profile, targets, handle, meta, resumed, cases, _library = prepare(self.profile_path, self.resume)
         self._handle = handle
         try:
             sandbox = make_sandbox(cases, self.allow_unsandboxed, meta, self.live)
+            judge = run_judge(profile, self.profile_path)
         except BaseException:
             handle.close()
             raise
         self.runner = Runner(profile, targets, handle, meta, [self.live], resumed=resumed, cases=cases,
-                             sandbox=sandbox, control=self.control)
+                             sandbox=sandbox, control=self.control, judge=judge)
         if handle.torn_tail:
             self.live.note("warning", f"dropped a torn last record ({len(handle.torn_tail)} bytes, kept aside)")
 

@@ -51,8 +51,9 @@ class ProviderForm(ModalScreen[ProviderConfig | None]):
                          allow_blank=False, id="kind")
             yield Label("API key environment variable (its NAME, never the key; empty for local servers)")
             yield Input((p.api_key_env or "") if p else "", id="api_key_env", placeholder="OPENAI_API_KEY")
-            yield Label("Concurrency (parallel case requests; speed runs always use one)")
-            yield Input(str(p.concurrency) if p else "1", id="concurrency", type="integer")
+            yield Label("Concurrency (parallel case requests; empty = 1 for local servers, 4 for hosted APIs)")
+            yield Input(str(p.concurrency) if p and p.concurrency else "", id="concurrency", type="integer",
+                        placeholder="by server kind")
             yield Static("", id="form-error")
             with Horizontal():
                 yield Button("Save (F5)", id="save", variant="primary")
@@ -65,7 +66,7 @@ class ProviderForm(ModalScreen[ProviderConfig | None]):
         data.update({"name": get("name"), "base_url": get("base_url")})
         data["kind"] = None if kind == "auto" else kind
         data["api_key_env"] = get("api_key_env") or None
-        data["concurrency"] = get("concurrency") or "1"
+        data["concurrency"] = get("concurrency") or None
         return data
 
     def validated(self) -> ProviderConfig | None:
