@@ -27,6 +27,7 @@ from forgetui.tui.screens.compare import CompareScreen
 from forgetui.tui.screens.results import DocsLoaded, ResultsScreen
 from tests.conftest import profile_text
 from tests.fakeserver import FakeServer, Script
+from tests.tui_helpers import wait_until
 
 JSON_ANSWER = ('{"title": "The Salt Cartographers", "authors": ["Ines Varga", "Tobias Lund"], '
                '"year": 2017, "pages": 344, "available": false}')
@@ -301,3 +302,42 @@ async def test_compare_header_warns_about_different_case_sets(home: Path, made_r
         await pilot.pause()
         await pilot.press("escape")
         assert await _screen_of(app, pilot, ResultsScreen)
+
+
+def test_chart_points_take_each_models_newest_run_and_skip_incomplete_ones() -> None:
+    from forgetui.tui.screens.chart import chart_points
+
+    def model(label, passed, failed, tps):
+        return {"model": label, "cases_summary": {"passed": passed, "failed": failed, "errors": 3},
+                "speed": {"decode_tps": tps} if tps else None}
+
+    newest = {"run_id": "new", "models": [model("a", 3, 1, 50.0), model("b", 0, 0, 80.0)]}
+    older = {"run_id": "old", "models": [model("a", 1, 3, 40.0), model("c", 1, 1, None), model("d", 1, 0, 10.0)]}
+    points, notes = chart_points([newest, older])
+    assert {(p.label, p.speed, p.score) for p in points} == {("a", 50.0, 0.75), ("d", 10.0, 1.0)}
+    assert notes["a"] == "75% (3/4) [30%, 95%], run new"  # errors left out of the rate
+
+
+@pytest.fixture
+def chart_run(home, fake, write_profile) -> None:
+    """One stored run of two models with speed and two quick cases (the fake fails both)."""
+    server = fake({"fast": Script(gap_s=0.001), "slow": Script(gap_s=0.004)})
+    path = write_profile(profile_text(server.base_url, ["fake/fast", "fake/slow"], repeats=1, max_tokens=16,
+                                      extra='[cases]\nselect = ["quick.json.record", "quick.logic.pets"]'))
+    run_headless(path, stdout=io.StringIO(), stderr=io.StringIO())
+
+
+async def test_chart_screen_opens_from_results(chart_run) -> None:
+    from forgetui.tui.screens.chart import ChartScreen
+
+    app = ForgetApp(start_mode="results")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await wait_until(pilot, lambda: app.screen.summaries, what="runs listed")
+        await pilot.press("g")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChartScreen), what="chart")
+        screen = app.screen
+        assert {p.label for p in screen.points} == {"fake/fast", "fake/slow"}
+        text = str(screen.query_one("#chart").render())
+        assert "fake/fast: 0% at" in text and "fake/slow: 0% at" in text and "0% (0/2)" in text
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, ChartScreen), what="back")

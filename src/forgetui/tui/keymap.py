@@ -64,6 +64,7 @@ REGISTRY: dict[str, tuple[KeySpec, ...]] = {
         KeySpec("results.failures", "f", "open_failures", "Failures"),
         KeySpec("results.mark", "space", "mark_run", "Mark"),
         KeySpec("results.compare", "c", "compare", "Compare"),
+        KeySpec("results.chart", "g", "chart", "Chart"),
         KeySpec("results.refresh", "f5,u", "refresh", "Refresh", show=False),
     ),
     "cases": (

@@ -88,6 +88,7 @@ quick set's scores, every case that did not pass with its reason, and the speed 
 - **c** compares the two marked runs (the first model both share, else each run's first model),
   or, with one run marked or highlighted that has two or more models, its first two models.
 - **f** opens the failure inspector for the highlighted run.
+- **g** charts pass rate against decode rate for every model (its newest run), Pareto front marked.
 - **enter** moves the focus to the run's summary, to scroll it; **F5** or **u** re-reads the list.
 """
 
@@ -363,8 +364,15 @@ quick set's scores, every case that did not pass with its reason, and the speed 
             return
         self.app.push_screen(FailuresScreen(doc))
 
+    def action_chart(self) -> None:
+        from .chart import ChartScreen
+
+        self.app.push_screen(ChartScreen(self.summaries))
+
     def palette_commands(self) -> list[PaletteCommand]:
         return [
+            PaletteCommand("Results: pass rate against speed", "Every model's newest run, Pareto front marked",
+                           self.action_chart),
             PaletteCommand("Results: compare marked runs", "Two marked runs, or the first two models of one run",
                            self.action_compare),
             PaletteCommand("Results: refresh", "Re-read the list of stored runs", self.action_refresh),
