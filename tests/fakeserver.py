@@ -52,6 +52,10 @@ class Script:
     content_tokens: int = 32  # capped by the request's max_tokens -> finish_reason "length"
     content_text: str | None = None  # if set, the answer is this text (one token per word), not w0 w1 ...
     answers: dict[str, str] = field(default_factory=dict)  # prompt substring -> answer text (first match wins)
+    # prompt substring -> answers used in turn (the n-th matching request gets answers[n % len]);
+    # checked before ``answers``: repeated attempts of one case get different answers.
+    answer_cycle: dict[str, list[str]] = field(default_factory=dict)
+    cycle_used: dict[str, int] = field(default_factory=dict)  # answer_cycle key -> requests answered
     tool_answers: dict[str, list[dict]] = field(default_factory=dict)  # prompt substring -> tool_calls
     tokens_per_event: int = 1  # several tokens per SSE event (speculative decoding style)
     gap_s: float = 0.01  # between consecutive token-bearing events
@@ -560,7 +564,14 @@ class FakeServer:
         if script.reject_response_format and "response_format" in body:
             return await ex.send_error(400, "response_format is not supported")
         prompt = json.dumps(body.get("messages") or [])
-        answer = next((text for key, text in script.answers.items() if json.dumps(key)[1:-1] in prompt), None)
+        answer = None
+        cycle_key = next((key for key in script.answer_cycle if json.dumps(key)[1:-1] in prompt), None)
+        if cycle_key is not None:  # count on the server's own Script, not a replaced copy
+            n = script.cycle_used.get(cycle_key, 0)
+            script.cycle_used[cycle_key] = n + 1
+            answer = script.answer_cycle[cycle_key][n % len(script.answer_cycle[cycle_key])]
+        if answer is None:
+            answer = next((text for key, text in script.answers.items() if json.dumps(key)[1:-1] in prompt), None)
         if answer is not None:
             script = dataclasses.replace(script, content_text=answer)
         if script.thinking_switch and _thinking_off(body):

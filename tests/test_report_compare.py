@@ -44,9 +44,9 @@ def test_compare_counts_rates_differences_and_speed() -> None:
     cats = {c["category"]: c for c in result["categories"]}
     assert list(cats) == ["agent", "coding", "math"]
     assert cats["agent"]["a"] is None and cats["agent"]["b"]["fail"] == 1
-    # skipped cases do not count: coding A is 0 of 1 graded (the error), B is 1 of 2
-    assert cats["coding"]["a"] == {"pass": 0, "fail": 0, "error": 1, "skipped": 1, "rate": 0.0}
-    assert cats["coding"]["b"]["rate"] == 0.5
+    # errors and skipped cases do not count: coding A has nothing graded (an error and a skip)
+    assert cats["coding"]["a"] == {"pass": 0, "fail": 0, "error": 1, "skipped": 1, "rate": None}
+    assert cats["coding"]["b"]["rate"] == 1.0  # 1 pass, 1 error: the error does not count
     assert cats["math"]["a"]["rate"] == pytest.approx(2 / 3) and cats["math"]["b"]["rate"] == 1.0
     assert result["overall"]["a"]["pass"] == 2 and result["overall"]["b"]["pass"] == 3
     assert result["differing"] == [

@@ -21,6 +21,7 @@ from textual.screen import Screen
 from forgetui.headless import run_headless
 from forgetui.paths import locations
 from forgetui.report.compare import compare_models
+from forgetui.report.stats import interval_text, rate_text
 from forgetui.store import RunStore
 from forgetui.tui.app import ForgetApp
 from forgetui.tui.screens.compare import CompareScreen
@@ -137,12 +138,15 @@ async def test_runs_newest_first_and_the_highlighted_run_summary(runs: dict[str,
             assert f"== {model['model']} " in text
             section = text.split(f"== {model['model']} ", 1)[1].split("\n== ", 1)[0]
             for cat, c in model["cases_summary"]["by_category"].items():
-                pattern = rf"^{cat}\s+{c['pass']}\s+{c['fail']}\s+{c['error']}\s+{c['skipped']}\s+\d+%$"
+                # As `forgetui report` shows it: pass / (pass + fail), its Wilson interval, errors apart.
+                rate = re.escape(rate_text(c["pass"], c["pass"] + c["fail"]))
+                interval = re.escape(interval_text(c["pass"], c["pass"] + c["fail"]))
+                pattern = rf"^{cat}\s+{rate}\s+{interval}\s+{c['error']}\s+{c['skipped']}$"
                 assert re.search(pattern, section, re.M), (pattern, section)
             decode = model["speed"]["prompts"][0]["summary"]["decode_tps"]["median"]
             assert re.search(rf"^short\s+2/2\s+.*{decode:.1f}", section, re.M), section
         # fake/n passed the JSON case, fake/p failed it with a reason.
-        assert "FAIL    quick.json.record" in text.split("== fake/p ", 1)[1]
+        assert re.search(r"^  \[instruct\] quick.json.record: \S", text.split("== fake/p ", 1)[1], re.M)
         assert "quick.json.record" not in text.split("== fake/n ", 1)[1].split("== fake/p ", 1)[0]
         # Side by side when wide, stacked when narrow.
         runs_pane, detail = screen.query_one("#runs-pane"), screen.query_one("#detail-pane")

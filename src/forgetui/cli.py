@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="judge with this model instead of the configured [judge] model")
     jdg.add_argument("--force", action="store_true", help="use the judge even if it fails calibration")
 
+    rep = sub.add_parser("report", help="a report of stored runs: pass rates with intervals, speed, cost, "
+                         "every failure and error")
+    rep.add_argument("run_ids", nargs="+", metavar="RUN", help="run ids (see 'forgetui runs')")
+    rep.add_argument("--format", dest="report_format", choices=["md", "json", "csv"], default="md")
+    rep.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here (atomically) instead of stdout")
+
     tui = sub.add_parser("tui", help="open the TUI (what plain `forgetui` does), optionally running a profile")
     tui.add_argument("profile", nargs="?", type=Path, help="a profile to run at once")
     tui.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run of that profile")
@@ -73,6 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", help="providers up or down, sandbox, cases, where things live")
     sub.add_parser("models", help="every model of every configured provider, with its facts")
+
+    cmp_ = sub.add_parser("compare", help="model A against model B: McNemar verdict, flipped cases, speed "
+                          "(two runs, or --model-a/--model-b of one run)")
+    cmp_.add_argument("compare_runs", nargs="+", metavar="RUN", help="RUN_A RUN_B, or one RUN")
+    cmp_.add_argument("--model-a", metavar="MODEL")
+    cmp_.add_argument("--model-b", metavar="MODEL")
+    cmp_.add_argument("--json", dest="as_json", action="store_true", help="print the comparison as JSON")
+    recm = sub.add_parser("recommend", help="rank the models of stored runs for a job, with speed and "
+                          "the trade-off (--job weights: the job table)")
+    recm.add_argument("recommend_runs", nargs="*", metavar="RUN")
+    recm.add_argument("--job", default="general", help="coding, tools, agent, long-context, instructions, "
+                      "reasoning, math, injection, chat, general (default), or weights")
+    recm.add_argument("--json", dest="as_json", action="store_true", help="print the ranking as JSON")
 
     bench = sub.add_parser("bench", help="ad-hoc benchmark of one model, without a profile file")
     bench.add_argument("target", help="PROVIDER/MODEL, the provider from your config")
@@ -125,6 +144,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from .recover_cmd import run_recover
 
         return run_recover(args.run_id, allow_unsandboxed=args.allow_unsandboxed)
+    if args.command == "report":
+        from .report_cmd import run_report
+
+        return run_report(args.run_ids, args.report_format, args.output)
     if args.command == "judge":
         from .judge_cmd import run_judge_command
 
@@ -162,6 +185,12 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from .status import run_models
 
         return run_models(sys.stdout)
+    if args.command in ("compare", "recommend"):
+        from .compare_cmd import run_compare, run_recommend
+
+        if args.command == "compare":
+            return run_compare(args.compare_runs, args.model_a, args.model_b, as_json=args.as_json)
+        return run_recommend(args.recommend_runs, args.job, as_json=args.as_json)
     if args.command == "bench":
         from .demo_cmd import run_bench
 

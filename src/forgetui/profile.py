@@ -76,6 +76,10 @@ class CasesSection(StrictModel):
         default=None, ge=16,
         description="Cap every case's max_tokens (a cut-off answer fails as TRUNCATED, never silently).",
     )
+    repeats: int = Field(
+        default=1, ge=1, le=20,
+        description="Attempts per case (k): reports show pass@1 with its spread and pass^k (all k pass).",
+    )
 
 
 class LimitsSection(StrictModel):
@@ -119,8 +123,12 @@ class Profile(StrictModel):
         """A stable hash of what the profile asks for: resume refuses a changed profile.
 
         The judge is left out: it does not change what a model is asked, so a run may be resumed
-        (or re-judged) with another judge."""
-        blob = json.dumps(self.model_dump(mode="json", exclude={"judge"}), sort_keys=True).encode()
+        (or re-judged) with another judge. ``cases.repeats`` is left out while it is 1 (the default),
+        so profiles written before repeats existed keep their hash."""
+        exclude: dict[str, Any] = {"judge": True}
+        if self.cases.repeats == 1:
+            exclude["cases"] = {"repeats"}
+        blob = json.dumps(self.model_dump(mode="json", exclude=exclude), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from .config import load_config
 from .engine.events import Notice
+from .engine.repeats import as_attempt
 from .engine.recover import RecoverRunner, rows_to_recover, targets_from_document
 from .errors import ConfigError
 from .headless import ProgressPrinter, _drive, make_sandbox, run_judge
@@ -73,7 +74,7 @@ def run_recover(run_id: str, allow_unsandboxed: bool = False, stdout: TextIO | N
                     printer(Notice("warning", f"{row.model} {row.case_id}: no longer in the library or the "
                                    "profile; not re-run", row.model))
                     continue
-                chosen.setdefault(row.model, []).append(case)
+                chosen.setdefault(row.model, []).append(as_attempt(case, row.repeat))
         asked = [r for r in rows if any(c.id == r.case_id for c in chosen.get(r.model, []))]
         if not asked:
             print(f"Nothing to recover in run {run_id}: no row ended empty, truncated or in a request failure.",

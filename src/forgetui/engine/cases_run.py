@@ -18,6 +18,7 @@ from ..grading import registry
 from ..grading.judge import judge_case
 from ..profile import Target
 from . import recovery
+from .repeats import attempt_key, unpack
 from .client import ChatRequest, StreamClient, StreamProgress
 from .control import RunStopped
 from .events import CaseFinished, RequestStarted
@@ -88,6 +89,7 @@ class CaseRunner:
             raise RunStopped()
 
     async def run_case(self, case: Case) -> None:
+        case, repeat = unpack(case)  # an engine.repeats.Attempt when the profile asks k > 1 times
         prov = self.target.provider
         request = ChatRequest(
             base_url=prov.base_url, model=self.target.model_id, messages=case.chat_messages(),
@@ -100,7 +102,7 @@ class CaseRunner:
         request = self.dialect.prepare(plain, "case")
         progress = StreamProgress()
         index = self.counter()
-        self.emit(RequestStarted(self.target.label, "case", case.id, 0, index, self.total, progress))
+        self.emit(RequestStarted(self.target.label, "case", case.id, repeat or 0, index, self.total, progress))
         result = await self.client.chat_stream(request, progress)
         await self.dialect.finalize(request, result)
         all_calls = [c.as_dict() for c in result.acc.tool_calls]
@@ -142,7 +144,7 @@ class CaseRunner:
         record = {
             "schema_version": SCHEMA_VERSION,
             "kind": "case_result",
-            "key": case_key(self.target.label, case.id),
+            "key": attempt_key(self.target.label, case.id, repeat),
             "counted": True,
             "ts": now_iso(),
             "model": self.target.label,
@@ -172,6 +174,8 @@ class CaseRunner:
                 "e2e_s": (acc.t_last_token_ns - t0) / NS if t0 and acc.t_last_token_ns else None,
             },
         }
+        if repeat is not None:
+            record["case"]["repeat"] = repeat
         if redo is not None:
             redo.annotate(record["case"])
         account_case(record, prov)  # tokens, cost_usd, rate_limited

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ExitCode
-from .cases_run import case_key
+from .repeats import attempt_key, item_key
 from .client import StreamClient
 from .control import RunStopped
 from .events import ModelFinished, Notice, RunFinished, RunStarted
@@ -46,10 +46,11 @@ class RecoverRow:
     case_id: str
     why: str
     before: dict[str, Any]  # the row's latest ``case`` dict before the re-run
+    repeat: int | None = None  # the attempt, when the run asked each case k > 1 times
 
     @property
     def key(self) -> str:
-        return case_key(self.model, self.case_id)
+        return attempt_key(self.model, self.case_id, self.repeat)
 
 
 def rows_to_recover(records: list[dict[str, Any]]) -> list[RecoverRow]:
@@ -60,7 +61,7 @@ def rows_to_recover(records: list[dict[str, Any]]) -> list[RecoverRow]:
             continue
         why = recover_reason(rec["case"])
         if why:
-            rows.append(RecoverRow(rec["model"], rec["case"]["case_id"], why, rec["case"]))
+            rows.append(RecoverRow(rec["model"], rec["case"]["case_id"], why, rec["case"], rec["case"].get("repeat")))
     return rows
 
 
@@ -73,7 +74,8 @@ def targets_from_document(doc: dict[str, Any]) -> list[dict[str, Any]]:
 class RecoverRunner(Runner):
     """A Runner that asks only the given case rows: no speed requests, no other cases.
 
-    ``rows`` maps a target label to the cases to ask again. Each case goes through the same
+    ``rows`` maps a target label to the cases to ask again (``repeats.Attempt`` for one attempt of a
+    run that asked each case k > 1 times). Each case goes through the same
     :class:`CaseRunner` as in a run (so a thinking model that loses its answer is re-asked with
     thinking off here too). The run keeps its status; the invocation is recorded in
     ``meta["recovers"]``. Models are not isolated (loaded/unloaded): ability cases do not need it.
@@ -87,7 +89,7 @@ class RecoverRunner(Runner):
         self.rows = rows
         self.entry: dict[str, Any] = {
             "at": now_iso(),
-            "rows": [case_key(label, c.id) for label, cases in rows.items() for c in cases],
+            "rows": [item_key(label, c) for label, cases in rows.items() for c in cases],
             "status": "running",
             "servers": {},
             "errors": {},

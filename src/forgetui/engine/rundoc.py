@@ -11,6 +11,7 @@ from typing import Any
 
 from .costs import model_usage, run_usage
 from .metrics import describe, summarize_requests
+from .repeats import fold_models_cases, repeats_of
 from .speed import baseline_from, prompt_text
 
 SCHEMA_VERSION = 1
@@ -49,6 +50,11 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
             by_model.setdefault(rec["model"], []).append(rec)
         elif rec.get("kind") == "case_result":
             cases_by_model.setdefault(rec["model"], []).append(rec["case"])
+    # Repeats (k > 1): one row per case, its first attempt, with every attempt under "repeats".
+    k = repeats_of(meta, [])
+    repeat_summaries: dict[str, Any] = {}
+    for label, rows in cases_by_model.items():
+        cases_by_model[label], repeat_summaries[label] = fold_models_cases(rows, k)
     prices = (meta.get("fingerprint") or {}).get("prices") or {}
     models = []
     for target in meta["targets"]:
@@ -63,7 +69,7 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
             "lifecycle": target.get("lifecycle"),
             "speed": _speed_section(recs, speed),
             "cases": cases_by_model.get(label, []),
-            "cases_summary": cases_summary(cases_by_model.get(label, [])),
+            "cases_summary": _with_repeats(cases_summary(cases_by_model.get(label, [])), repeat_summaries.get(label)),
             **model_usage([r["case"] for r in every_case if r.get("model") == label], [r["request"] for r in recs],
                           prices.get(target["provider"]), prices),
         })
@@ -84,6 +90,10 @@ def build_document(meta: dict[str, Any], records: list[dict[str, Any]], speed: A
         **run_usage(models),
     }
     return doc
+
+
+def _with_repeats(summary: dict[str, Any] | None, repeats: dict[str, Any] | None) -> dict[str, Any] | None:
+    return {**summary, **repeats} if summary is not None and repeats else summary
 
 
 def cases_summary(cases: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -22,7 +22,8 @@ from .control import RunControl, RunStopped
 from .costs import record_prices
 from .events import ModelFinished, Notice, RequestFinished, RequestStarted, RunFinished, RunStarted, Sink
 from .limiter import ProviderLimiters
-from .cases_run import CaseRunner, case_key
+from .cases_run import CaseRunner
+from .repeats import plan_attempts
 from .rundoc import SCHEMA_VERSION, build_document, now_iso
 from .servers import Servers
 from .speed import (PlannedRequest, baseline_from, build_request, plan_model, prune_done,
@@ -94,9 +95,10 @@ class Runner:
             counted = [p for p in full if p.counted]
             already += sum(1 for p in counted if p.key in done)
             total += len(counted) + sum(1 for p in plans[t.label] if not p.counted)
-        case_plans = {t.label: [c for c in self.cases if case_key(t.label, c.id) not in done] for t in self.targets}
-        total += len(self.cases) * len(self.targets)
-        already += sum(len(self.cases) - len(case_plans[t.label]) for t in self.targets)
+        k = self.profile.cases.repeats  # attempts per case (engine/repeats.py)
+        case_plans = {t.label: plan_attempts(self.cases, t.label, k, done) for t in self.targets}
+        total += len(self.cases) * k * len(self.targets)
+        already += sum(len(self.cases) * k - len(case_plans[t.label]) for t in self.targets)
         self._index = already
         self._total = total
         priced = [t.provider for t in self.targets]
@@ -158,6 +160,9 @@ class Runner:
         if requests and all(r.get("outcome") == "connect_error" for r in requests):
             return ExitCode.CONNECTION
         if totals["errors"] or self.model_errors or totals.get("cases_failed"):
+            return ExitCode.FAILURES
+        if any(a.get("status") in ("fail", "error") for m in doc["models"] for c in m.get("cases") or []
+               for a in c.get("repeats") or []):  # k > 1: a later attempt failed
             return ExitCode.FAILURES
         return ExitCode.OK
 

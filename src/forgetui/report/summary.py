@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engine.repeats import repeats_line
+
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
@@ -85,6 +87,9 @@ def cases_lines(doc: dict[str, Any]) -> list[str]:
         lost = (summary.get("reasks") or 0) - (summary.get("recoveries") or 0)
         recovered += f"; {lost} re-asked with thinking off, still no answer" if lost > 0 else ""
         lines.append(f"{model['model']}: {summary['passed']}/{summary['total']} cases passed ({cats}){recovered}")
+        repeats = repeats_line(summary)  # k > 1 attempts per case; the counts above are first attempts
+        if repeats:
+            lines.append(f"  {repeats}")
         if "ability_score" in summary:
             score = summary["ability_score"]
             lines.append(f"Ability Score: {score['passed']}/{score['of']}")

@@ -24,6 +24,8 @@ def header_lines(result: dict[str, Any]) -> list[str]:
              for tag, side in (("A", result["a"]), ("B", result["b"]))]
     if not result["revision_mismatch"]:
         lines.append(f"case set {result['a']['case_set_revision'] or 'none'} for both")
+    if "paired" in result:
+        lines.append(f"Verdict: {result['paired']['verdict_line']}")
     return lines + [f"WARNING: {w}" for w in result["warnings"]]
 
 
@@ -57,7 +59,9 @@ Model A against model B: from two marked runs, or the first two models of one ru
 - **Cases that differ**: every case whose status differs between A and B, or that only one has.
 
 A warning in the header means the runs used different case-set revisions: a case id may then
-name a changed case. These are raw counts; with few cases a difference can be chance.
+name a changed case. The **Verdict** line is McNemar's exact test on the cases both answered
+(pass or fail on both sides): "indistinguishable at this sample size" means the difference can be
+chance (docs/reports.md, "Compare").
 **escape** goes back to Results.
 """
 

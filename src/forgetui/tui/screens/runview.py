@@ -83,41 +83,43 @@ def header_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def category_lines(model: dict[str, Any]) -> list[str]:
-    """Pass/fail/error/skipped counts and pass % per category (skipped cases count for nothing)."""
-    summary = model.get("cases_summary")
-    if not summary:
+def category_lines(row: dict[str, Any]) -> list[str]:
+    """One model's categories from ``forgetui report``'s data (report.build): pass rate with raw
+    counts and the 95% Wilson interval; errors and skipped cases apart, never in the rate."""
+    rows = [[c["category"], c["rate_text"], c["interval_text"], str(c["errors"]), str(c["skipped"])]
+            for c in row.get("categories") or []]
+    if not rows:
         return []
-    rows = []
-    total = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
-    for cat, counts in summary.get("by_category", {}).items():
-        for key in total:
-            total[key] += counts.get(key, 0)
-        rows.append(_count_row(cat, counts))
-    rows.append(_count_row("all", total))
-    return format_table(["category", "pass", "fail", "error", "skip", "pass %"], rows)
+    rows.append(["all", row["rate_text"], row["interval_text"], str(row["errors"]), str(row["skipped"])])
+    return format_table(["category", "pass rate", "95% CI", "errors", "skipped"], rows)
 
 
-def _count_row(label: str, counts: dict[str, int]) -> list[str]:
-    graded = counts.get("pass", 0) + counts.get("fail", 0) + counts.get("error", 0)
-    rate = counts.get("pass", 0) / graded if graded else None
-    return [label, *(str(counts.get(k, 0)) for k in ("pass", "fail", "error", "skipped")), percent(rate)]
-
-
-def model_section(model: dict[str, Any]) -> list[str]:
-    """One model of a run: facts, cases by category, scores and non-passes, the speed table."""
+def model_section(model: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """One model of a run: facts, categories, failures and errors (as ``forgetui report`` lists
+    them), the quick set's scores, the speed table."""
     label = model.get("model", "?")
     lines = [f"== {label} " + "=" * max(0, 60 - len(label))]
     if model.get("error"):
         return lines + [f"not benchmarked: {model['error']}"]
     one = {"models": [model]}
     lines += [line.split(": ", 1)[1] if line.startswith(f"{label}: ") else line for line in model_lines(one)]
-    table = category_lines(model)
+    row = next((r for r in report["models"] if r["model"] == label), None)
+    table = category_lines(row) if row else []
     if table:
+        hard = row.get("hard") or {}
         lines += ["", *table]
-        # cases_lines' first line repeats the per-category counts shown above; keep the rest
-        # (scores, variants, every non-pass with its reason).
-        lines += cases_lines(one)[1:]
+        if hard.get("graded"):
+            lines.append(f"hard cases: {hard['rate_text']} {hard['interval_text']}")
+        complete = "by_category" in (model.get("cases_summary") or {})
+        scores = [line for line in cases_lines(one)[1:] if not line.startswith("  ")] if complete else []
+        lines += scores  # Ability / Agent Fitness scores and variants; each failure is listed below
+        failures = [f["line"].split(" ", 1)[1] for f in report["failures"] if f["model"] == label]
+        errors = [e["line"].split(" ", 1)[1] for e in report["errors"] if e["model"] == label]
+        if failures:
+            lines += ["", f"failures ({len(failures)}):", *(f"  {line}" for line in failures)]
+        if errors:
+            lines += ["", f"errors and skipped, not counted in the rate ({len(errors)}):",
+                      *(f"  {line}" for line in errors)]
     rows = speed_rows(one)
     if rows:
         lines += ["", "speed:", *format_table(SPEED_HEADER[1:], [r[1:] for r in rows])]
@@ -126,9 +128,12 @@ def model_section(model: dict[str, Any]) -> list[str]:
 
 def detail_text(doc: dict[str, Any]) -> str:
     """The whole detail pane for one run."""
+    from ...report.build import build_report
+
     lines = header_lines(doc)
+    report = build_report([doc])
     for model in doc.get("models") or []:
-        lines += ["", *model_section(model)]
+        lines += ["", *model_section(model, report)]
     if not doc.get("models"):
         lines += ["", "No model results in this run yet."]
     return "\n".join(lines)
