@@ -201,6 +201,13 @@ def test_k3_run_stores_every_attempt_and_reports_pass_hat_k(rep_setup, home, cap
     assert model["case_tokens"]["output"] == sum(a["tokens"]["output"]
                                                        for c in model["cases"] for a in c["repeats"])
     assert "  pass@1 83% [44%, 97%] over 3 attempts; pass^3 50%" in out
+    # forgetui report shows the same statistics (JSON and Markdown).
+    assert main(["report", doc["run_id"], "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["models"][0]["repeats"]["k"] == 3
+    assert report["models"][0]["repeats"]["pass_hat_k"]["value"] == 0.5
+    assert main(["report", doc["run_id"]]) == 0
+    assert "- fake/m: pass@1 83% [44%, 97%] over 3 attempts; pass^3 50%" in capsys.readouterr().out
 
 
 def test_k1_run_is_unchanged(rep_setup, home, capsys) -> None:

@@ -88,7 +88,8 @@ class ProgressPrinter:
         elif isinstance(event, CaseFinished):
             self.current = None
             case = event.record["case"]
-            self._print(f"[{event.index}/{event.total}] {event.model} case {event.case_id}: "
+            attempt = f" #{case['repeat'] + 1}" if case.get("repeat") is not None else ""
+            self._print(f"[{event.index}/{event.total}] {event.model} case {event.case_id}{attempt}: "
                         f"{case['status']}: {case['reason']}")
         elif isinstance(event, RequestFinished):
             self.current = None

@@ -95,6 +95,16 @@ def _labels(docs: list[dict[str, Any]]) -> dict[tuple[int, str], str]:
             for i, doc in enumerate(docs) for m in doc.get("models") or []}
 
 
+def _repeats(summary: dict[str, Any]) -> dict[str, Any] | None:
+    from ..engine.repeats import repeats_line
+
+    line = repeats_line(summary)
+    if line is None:
+        return None
+    return {"k": summary.get("repeats"), "pass_at_1": summary.get("pass_at_1"),
+            "pass_hat_k": summary.get("pass_hat_k"), "pass_at_k": summary.get("pass_at_k"), "line": line}
+
+
 def _model_row(run_id: str, label: str, model: dict[str, Any]) -> tuple[dict[str, Any], list, list]:
     cases = [c for c in model.get("cases") or [] if isinstance(c, dict)]
     counts = dict.fromkeys(("pass", "fail", "error", "skipped"), 0)
@@ -145,6 +155,8 @@ def _model_row(run_id: str, label: str, model: dict[str, Any]) -> tuple[dict[str
         "tokens": model.get("tokens"),
         "cost_usd": model.get("cost_usd"),
         "recoveries": int(recoveries or 0),
+        # k attempts per case (profile [cases] repeats): pass@1 with its spread, pass^k, pass@k.
+        "repeats": _repeats(summary),
         "categories": [{"category": cat, **rate_block(c["pass"], c["fail"]), "errors": c["error"],
                         "skipped": c["skipped"]} for cat, c in cats.items()],
     }

@@ -73,6 +73,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         _tokens(m, "input"), _tokens(m, "output"), _cost(m["cost_usd"]), m["recoveries"], m["errors"],
         m["skipped"],
     ] for m in models])
+    repeated = [m for m in models if m.get("repeats")]
+    if repeated:
+        lines += ["", "## Repeats", "",
+                  "Each case was asked k times. pass@1: the chance one attempt passes (95% Wilson interval "
+                  "over all attempts); pass^k: all k attempts pass, what an unattended agent loop needs.", ""]
+        lines += [f"- {m['model']}: {m['repeats']['line']}" for m in repeated]
     lines += ["", "## Categories", ""]
     lines += _table(CATEGORY_HEADER, [[m["model"], c["category"], c["rate_text"], c["interval_text"],
                                        c["errors"], c["skipped"]] for m in models for c in m["categories"]])

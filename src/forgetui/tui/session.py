@@ -117,7 +117,8 @@ class LiveRun:
                 self.errors += 1
                 self.failure_ids.append((event.model, event.case_id))
             level = {"pass": "pass", "fail": "fail"}.get(status, "error")
-            self.note(level, f"{event.model} {event.case_id}: {status}: {case['reason']}")
+            attempt = f" #{case['repeat'] + 1}" if case.get("repeat") is not None else ""
+            self.note(level, f"{event.model} {event.case_id}{attempt}: {status}: {case['reason']}")
         elif isinstance(event, ModelFinished):
             if event.error:
                 self.note("error", f"{event.model}: skipped: {event.error}")
