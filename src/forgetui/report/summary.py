@@ -140,7 +140,7 @@ def cost_text(cost: float | None, priced: bool = True) -> str:
     return f"cost ${cost:,.{digits}f}"
 
 
-def _priced(prices: Any) -> bool:
+def has_prices(prices: Any) -> bool:
     return isinstance(prices, dict) and None not in (prices.get("input_per_mtok"), prices.get("output_per_mtok"))
 
 
@@ -150,15 +150,15 @@ def usage_lines(doc: dict[str, Any]) -> list[str]:
     models = [m for m in doc.get("models", []) if "tokens" in m and not m.get("error")]
     for model in models:
         lines.append(f"{model['model']}: {tokens_text(model['tokens'])}; "
-                     f"{cost_text(model.get('cost_usd'), _priced(model.get('prices')))}")
+                     f"{cost_text(model.get('cost_usd'), has_prices(model.get('prices')))}")
         judge = model.get("judge_tokens") or {}
         if any(v is not None for v in judge.values()):
             lines.append(f"{model['model']} judge: {tokens_text(judge)}; "
                          f"{cost_text(model.get('judge_cost_usd'), model.get('judge_cost_usd') is not None)}")
     totals = doc.get("totals") or {}
     if models and "tokens" in totals:
-        priced = any(_priced(m.get("prices")) for m in models)
-        partial = priced and not all(_priced(m.get("prices")) for m in models)
+        priced = any(has_prices(m.get("prices")) for m in models)
+        partial = priced and not all(has_prices(m.get("prices")) for m in models)
         line = f"total: {tokens_text(totals['tokens'])}; {cost_text(totals.get('cost_usd'), priced)}"
         lines.append(line + (" (models without prices not counted)" if partial else ""))
         if totals.get("judge_cost_usd") is not None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ...report.summary import SPEED_HEADER, cases_lines, format_table, model_lines, speed_rows
+from ...report.summary import (SPEED_HEADER, cases_lines, cost_text, format_table, has_prices, model_lines,
+                               speed_rows, tokens_text)
 
 
 def local_time(value: Any) -> str:
@@ -110,6 +111,10 @@ def model_section(model: dict[str, Any], report: dict[str, Any]) -> list[str]:
         lines += ["", *table]
         if hard.get("graded"):
             lines.append(f"hard cases: {hard['rate_text']} {hard['interval_text']}")
+        if row.get("repeats"):
+            lines.append(row["repeats"]["line"])
+        if row.get("tokens"):
+            lines.append(f"{tokens_text(row['tokens'])}; {cost_text(row.get('cost_usd'), has_prices(model.get('prices')))}")
         complete = "by_category" in (model.get("cases_summary") or {})
         scores = [line for line in cases_lines(one)[1:] if not line.startswith("  ")] if complete else []
         lines += scores  # Ability / Agent Fitness scores and variants; each failure is listed below
