@@ -191,3 +191,14 @@ def test_compare_and_recommend_never_import_textual_or_rich() -> None:
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_recommend_says_so_when_no_model_passes_anything() -> None:
+    from forgetui.report.recommend import recommend
+
+    zero_a = _model("p/a", _cases("c", "coding", "ffff"), decode=(50,))
+    zero_b = _model("p/b", _cases("c", "coding", "ffff"), decode=(20,))
+    result = recommend([_doc("r1", zero_a, zero_b)], "coding")
+    sentences = {r["model"]: r["sentence"] for r in result["ranking"]}
+    assert sentences["p/a"].startswith("passes none of the coding cases (like every model here)")
+    assert "clear choice" not in " ".join(sentences.values())

@@ -121,6 +121,9 @@ def _sentence(row: dict[str, Any], rows: list[dict[str, Any]], job: str, dominat
         return f"{'best' if is_best else 'scores'} {pct} on {job}; no speed measured, so no trade-off to state"
     if dominated_by is not None:
         return f"dominated by {dominated_by}: slower and no better ({pct} on {job} at {row['decode_tps']:.1f} tok/s)"
+    if best == 0:
+        return (f"passes none of the {job} cases (like every model here); "
+                f"{row['decode_tps']:.1f} tok/s: no model is fit for this job yet")
     if is_best and is_fastest:
         return f"best on {job} ({pct}) and fastest ({row['decode_tps']:.1f} tok/s): the clear choice"
     if is_best:
