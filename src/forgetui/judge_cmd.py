@@ -23,7 +23,6 @@ import sys
 from types import SimpleNamespace
 from typing import Any, TextIO
 
-from pydantic import ValidationError
 
 from .config import load_config
 from .engine.client import StreamClient
@@ -34,7 +33,7 @@ from .errors import ConfigError, ExitCode
 from .grading import registry
 from .grading.judge import JudgeGate, judge_case
 from .paths import locations
-from .profile import JudgeSpec, profile_from_dict, resolve_judge
+from .profile import JudgeSpec, resolve_judge, stored_profile
 from .store import RunStore
 
 
@@ -94,13 +93,7 @@ def run_judge_command(run_id: str, judge_model: str | None = None, force: bool =
     config = load_config(loc.config_file)
     with RunStore(loc.runs_dir).open(run_id) as handle:
         doc = handle.read_run_json()
-        if doc is None or not isinstance(doc.get("profile"), dict):
-            raise ConfigError(f"run {run_id} has no run.json with its profile; it cannot be judged")
-        try:
-            profile = profile_from_dict(doc["profile"])
-        except ValidationError as exc:
-            raise ConfigError(f"run {run_id}: its stored profile is not valid for this version: "
-                              f"{exc.errors()[0].get('msg')}") from exc
+        profile = stored_profile(doc, run_id, "judged")
         spec = resolve_judge(profile, config, model=judge_model, config_path=loc.config_file)
         if spec is None:
             raise ConfigError(f"no judge: pass --judge PROVIDER/MODEL, or set [judge] model in {loc.config_file}")

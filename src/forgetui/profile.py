@@ -223,3 +223,17 @@ def load_profile(path: Path) -> tuple[Profile, str]:
 def profile_from_dict(data: dict[str, Any]) -> Profile:
     """Rebuild a profile stored inside a run (for resume)."""
     return Profile.model_validate(data)
+
+
+def stored_profile(doc: dict[str, Any] | None, run_id: str, purpose: str) -> Profile:
+    """The profile a stored run was made with (``run.json["profile"]``), or a ConfigError saying
+    why the run cannot be ``purpose`` (judged, recovered)."""
+    from pydantic import ValidationError
+
+    if doc is None or not isinstance(doc.get("profile"), dict):
+        raise ConfigError(f"run {run_id} has no run.json with its profile; it cannot be {purpose}")
+    try:
+        return profile_from_dict(doc["profile"])
+    except ValidationError as exc:
+        raise ConfigError(f"run {run_id}: its stored profile is not valid for this version: "
+                          f"{exc.errors()[0].get('msg')}") from exc

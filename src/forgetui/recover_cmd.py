@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic import ValidationError
 
 from .config import load_config
 from .engine.events import Notice
@@ -23,7 +22,7 @@ from .engine.recover import RecoverRunner, rows_to_recover, targets_from_documen
 from .errors import ConfigError
 from .headless import ProgressPrinter, _drive, make_sandbox, run_judge
 from .paths import locations
-from .profile import profile_from_dict, resolve_targets
+from .profile import resolve_targets, stored_profile
 from .report.summary import summary_table
 from .store import RunStore
 
@@ -42,13 +41,7 @@ def run_recover(run_id: str, allow_unsandboxed: bool = False, stdout: TextIO | N
     handle = RunStore(loc.runs_dir).open(run_id)
     try:
         doc = handle.read_run_json()
-        if doc is None or not isinstance(doc.get("profile"), dict):
-            raise ConfigError(f"run {run_id} has no run.json with its profile; it cannot be recovered")
-        try:
-            profile = profile_from_dict(doc["profile"])
-        except ValidationError as exc:
-            raise ConfigError(f"run {run_id}: its stored profile is not valid for this version: "
-                              f"{exc.errors()[0].get('msg')}") from exc
+        profile = stored_profile(doc, run_id, "recovered")
         try:
             targets = resolve_targets(profile, config)
         except ConfigError as exc:
