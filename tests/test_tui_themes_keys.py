@@ -143,3 +143,18 @@ async def test_over_ssh_no_animations_and_slower_refresh(home: Path, monkeypatch
     async with local.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert local.refresh_hz == 10 and local.animation_level != "none"
+
+
+async def test_a_broken_config_is_reported_and_never_overwritten(home: Path) -> None:
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[[providers]]\nname = "rig"\nbase_url = "ftp://nope"\n')
+    app = ForgetApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        notes = [n.message for n in app._notifications]
+        assert any("config.toml:3" in n and "base_url" in n for n in notes), notes
+        await pilot.press("n")  # adding a provider would rewrite (and lose) the broken file: refused
+        await pilot.pause()
+        assert not any(type(s).__name__ == "ProviderForm" for s in app.screen_stack)
+    assert config.read_text() == '[[providers]]\nname = "rig"\nbase_url = "ftp://nope"\n'
