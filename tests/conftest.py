@@ -23,6 +23,18 @@ def closed_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
+def use_case_dir(home: Path, folder: Path, files: dict[str, str] | None = None) -> Path:
+    """Write ``files`` (name -> TOML text) into ``folder`` and point this test's config.toml at it
+    (``case_dirs``), so the run loads those cases after the built-in library."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (files or {}).items():
+        (folder / name).write_text(text)
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'case_dirs = ["{folder}"]\n')
+    return folder
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own FORGETUI_HOME, so nothing touches the real config or runs."""

@@ -10,6 +10,7 @@ import pytest
 from forgetui.cli import main
 from forgetui.store import read_records
 from tests.fakeserver import Script
+from tests.conftest import use_case_dir
 
 SENTINEL = "SENTINEL-cases-run-5d1e0b77"
 
@@ -70,13 +71,8 @@ ANSWERS = {
 
 @pytest.fixture
 def case_setup(home, tmp_path, fake, write_profile):
-    folder = tmp_path / "mycases"
-    folder.mkdir()
-    (folder / "mini.toml").write_text(CASES)
+    use_case_dir(home, tmp_path / "mycases", {"mini.toml": CASES})
     server = fake({"m": Script(answers=ANSWERS, gap_s=0.001)})
-    config = home / "config" / "config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(f'case_dirs = ["{folder}"]\n')
     profile = write_profile(textwrap.dedent(f"""\
         name = "cases"
         [[providers]]

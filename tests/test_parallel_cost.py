@@ -21,6 +21,7 @@ from forgetui.engine.costs import cost_usd, sum_usages
 from forgetui.engine.limiter import AdaptiveLimiter, LimitedClient, effective_concurrency
 from forgetui.store import read_records
 from tests.fakeserver import Script, _prompt_tokens
+from tests.conftest import use_case_dir
 
 ANSWER = "Final answer: yes"  # three tokens for the fake server (one per word)
 
@@ -48,12 +49,7 @@ def _cases_toml(n: int) -> str:
 
 
 def _setup(home: Path, tmp_path: Path, n: int) -> None:
-    folder = tmp_path / "parcases"
-    folder.mkdir(exist_ok=True)
-    (folder / "par.toml").write_text(_cases_toml(n))
-    config = home / "config" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f'case_dirs = ["{folder}"]\n')
+    use_case_dir(home, tmp_path / "parcases", {"par.toml": _cases_toml(n)})
 
 
 def _profile(write_profile, base_url: str, *, name: str, targets: list[str], provider: str = "",

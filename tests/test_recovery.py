@@ -18,6 +18,7 @@ from forgetui.engine.rundoc import latest_per_key
 from forgetui.providers import DIALECTS
 from forgetui.store import read_records
 from tests.fakeserver import Script
+from tests.conftest import use_case_dir
 
 CASES = textwrap.dedent('''\
     [[case]]
@@ -57,12 +58,7 @@ PROMPT_KEYS = tuple(ANSWERS)
 
 def _setup(home: Path, tmp_path: Path, write_profile, base_url: str, *, kind: str | None = "llamacpp",
            speed: str = "enabled = false", limits: str = "") -> Path:
-    folder = tmp_path / "reccases"
-    folder.mkdir(exist_ok=True)
-    (folder / "rec.toml").write_text(CASES)
-    config = home / "config" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f'case_dirs = ["{folder}"]\n')
+    use_case_dir(home, tmp_path / "reccases", {"rec.toml": CASES})
     kind_line = f'kind = "{kind}"' if kind else ""
     return write_profile(textwrap.dedent(f"""\
         name = "recovery"

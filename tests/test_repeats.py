@@ -16,6 +16,7 @@ from forgetui.judge_cmd import judged_rows
 from forgetui.profile import Profile
 from forgetui.store import read_records
 from tests.fakeserver import Script
+from tests.conftest import use_case_dir
 
 CASES = textwrap.dedent('''\
     [[case]]
@@ -59,12 +60,7 @@ def _profile(base_url: str, repeats: int | None) -> str:
 
 @pytest.fixture
 def rep_setup(home, tmp_path, fake, write_profile):
-    folder = tmp_path / "repcases"
-    folder.mkdir()
-    (folder / "rep.toml").write_text(CASES)
-    config = home / "config" / "config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(f'case_dirs = ["{folder}"]\n')
+    use_case_dir(home, tmp_path / "repcases", {"rep.toml": CASES})
 
     def make(repeats: int | None, cycle: list[str]):
         server = fake({"m": Script(answers={"CAPQ": "Final answer: Paris"}, answer_cycle={"MATHQ": cycle},

@@ -14,6 +14,7 @@ from forgetui.cases.commands import as_tool_calls
 from forgetui.cli import main
 from forgetui.grading.registry import grade, parse_params
 from tests.fakeserver import Script
+from tests.conftest import use_case_dir
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
@@ -73,8 +74,7 @@ def test_bad_case_definitions_are_refused() -> None:
 
 def run_cases(home, folder, base_url: str, select: str, write_profile) -> int:
     """Point the config at ``folder`` and run its ``select`` set against the fake model."""
-    (home / "config").mkdir(parents=True)
-    (home / "config" / "config.toml").write_text(f'case_dirs = ["{folder}"]\n')
+    use_case_dir(home, folder)
     profile = write_profile(textwrap.dedent(f"""\
         name = "tools"
         [[providers]]
